@@ -1,0 +1,216 @@
+"""Open a DuckDB connection whose views (metrics.sql) read the run traces.
+
+The event columns and types below mirror lib/fleetprobe/EVENTS.md. Reading with an explicit
+column list means an absent field is NULL, an empty events.jsonl gives no rows and a line cut
+off by an interrupted run is skipped, so every view works on incomplete or empty runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+METRICS_SQL = Path(__file__).with_name("metrics.sql")
+
+# Every field named in EVENTS.md, with the DuckDB type it is read as.
+EVENT_COLUMNS: dict[str, str] = {
+    # common to every event
+    "run_id": "VARCHAR",
+    "experiment": "VARCHAR",
+    "seq": "BIGINT",
+    "ts": "VARCHAR",
+    "phase": "VARCHAR",
+    "op": "VARCHAR",
+    "status": "INTEGER",
+    "latency_ms": "DOUBLE",
+    "attempts": "INTEGER",
+    "error": "VARCHAR",
+    # leakage
+    "secret_id": "VARCHAR",
+    "secret_scope": "VARCHAR",
+    "writer_agent": "VARCHAR",
+    "writer_fleet": "VARCHAR",
+    "memory_id": "VARCHAR",
+    "stored_fleet_id": "VARCHAR",
+    "variant_write": "VARCHAR",
+    "variant_search": "VARCHAR",
+    "axis": "VARCHAR",
+    "credential": "VARCHAR",
+    "trust": "INTEGER",
+    "prober_agent": "VARCHAR",
+    "prober_fleet": "VARCHAR",
+    "target_fleet": "VARCHAR",
+    "relation": "VARCHAR",
+    "expected": "VARCHAR",
+    "returned": "BOOLEAN",
+    "leak": "BOOLEAN",
+    "miss": "BOOLEAN",
+    "whoami_agent_id": "VARCHAR",
+    # contradiction
+    "fact_id": "VARCHAR",
+    "subject_entity_id": "VARCHAR",
+    "scenario": "VARCHAR",
+    "write_index": "INTEGER",
+    "template_id": "VARCHAR",
+    "predicate": "VARCHAR",
+    "object_value": "VARCHAR",
+    "admitted": "BOOLEAN",
+    "reject_reason": "VARCHAR",
+    "prose_diversity": "VARCHAR",
+    "observed_status": "VARCHAR",
+    "observed_supersedes_id": "VARCHAR",
+    "both_admitted": "BOOLEAN",
+    "n_admitted": "INTEGER",
+    "detected": "BOOLEAN",
+    "triggered_memory_id": "VARCHAR",
+    "active_rows": "INTEGER",
+    "stale": "BOOLEAN",
+    # provenance
+    "chain_id": "VARCHAR",
+    "hop": "INTEGER",
+    "step": "VARCHAR",
+    "writer_expected": "VARCHAR",
+    "parent_id": "VARCHAR",
+    "pacing": "VARCHAR",
+    "writer_observed": "VARCHAR",
+    "parent_observed": "VARCHAR",
+    "depth_planned": "INTEGER",
+    "depth_observed": "INTEGER",
+    "complete": "BOOLEAN",
+    "accurate": "BOOLEAN",
+    "depth_faithful": "BOOLEAN",
+    "writes_admitted": "INTEGER",
+    # propagation
+    "set": "VARCHAR",
+    "canary": "VARCHAR",
+    "reader_agent": "VARCHAR",
+    "reader_relation": "VARCHAR",
+    "visible": "BOOLEAN",
+    "poll_count": "INTEGER",
+    "time_to_visible_ms": "DOUBLE",
+    "requester_agent": "VARCHAR",
+    "requester_trust": "INTEGER",
+    "target_agent": "VARCHAR",
+    "moved": "INTEGER",
+    "agent_id_after": "VARCHAR",
+    "flipped": "BOOLEAN",
+}
+
+RUN_COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR",
+    "experiment": "VARCHAR",
+    "profile": "VARCHAR",
+    "target_kind": "VARCHAR",
+    "server_version": "VARCHAR",
+    "latency_simulated": "BOOLEAN",
+    "seed": "BIGINT",
+    "complete": "BOOLEAN",
+    "incomplete_reason": "VARCHAR",
+    "started_at": "VARCHAR",
+    "ended_at": "VARCHAR",
+    "params": "VARCHAR",
+    "planned": "VARCHAR",
+    "executed": "VARCHAR",
+    "has_manifest": "BOOLEAN",
+}
+
+
+def run_dirs(traces_root: Path) -> list[Path]:
+    """Run directories under a traces root (a directory holding events.jsonl or manifest.json).
+
+    A run directory passed directly as the root counts as a root holding that one run.
+    """
+    root = Path(traces_root)
+    if _is_run_dir(root):
+        return [root]
+    if not root.is_dir():
+        return []
+    return sorted(d for d in root.iterdir() if d.is_dir() and _is_run_dir(d))
+
+
+def _is_run_dir(path: Path) -> bool:
+    return (path / "events.jsonl").is_file() or (path / "manifest.json").is_file()
+
+
+def connect(traces_root: Path, runs: Iterable[Path] | None = None) -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory connection with `events`, `runs` and every metric view loaded.
+
+    `runs` restricts the connection to chosen run directories; by default every run under
+    `traces_root` is read.
+    """
+    dirs = list(runs) if runs is not None else run_dirs(traces_root)
+    con = duckdb.connect(":memory:")
+    _load_events(con, [d / "events.jsonl" for d in dirs])
+    _load_runs(con, dirs)
+    con.execute(METRICS_SQL.read_text())
+    return con
+
+
+def _load_events(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
+    readable = [str(f) for f in files if f.is_file() and f.stat().st_size > 0]
+    columns = ", ".join(f'"{name}" {kind}' for name, kind in EVENT_COLUMNS.items())
+    con.execute(f"CREATE TABLE events ({columns}, run_dir VARCHAR)")
+    if not readable:
+        return
+    con.execute(
+        """
+        INSERT INTO events
+        SELECT * EXCLUDE (filename),
+               regexp_extract(replace(filename, '\\', '/'), '([^/]+)/events\\.jsonl$', 1)
+        FROM read_json(?, format = 'newline_delimited', columns = ?,
+                       ignore_errors = true, filename = true)
+        """,
+        [readable, EVENT_COLUMNS],
+    )
+    # A line cut off mid-write parses as an all-null row: it carries no event.
+    con.execute("DELETE FROM events WHERE phase IS NULL AND seq IS NULL")
+    # EVENTS.md: run_id is the run directory name; fill it where a writer left it out.
+    con.execute("UPDATE events SET run_id = run_dir WHERE run_id IS NULL")
+
+
+def _load_runs(con: duckdb.DuckDBPyConnection, dirs: list[Path]) -> None:
+    frame = pd.DataFrame([read_manifest(d) for d in dirs], columns=list(RUN_COLUMNS))
+    columns = ", ".join(f'"{name}" {kind}' for name, kind in RUN_COLUMNS.items())
+    con.execute(f"CREATE TABLE manifests ({columns})")
+    if not frame.empty:
+        con.register("manifest_frame", frame)
+        con.execute("INSERT INTO manifests SELECT * FROM manifest_frame")
+        con.unregister("manifest_frame")
+
+
+def read_manifest(run_dir: Path) -> dict:
+    """The manifest fields the analysis keys on; a missing or unreadable manifest gives nulls."""
+    path = Path(run_dir) / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        manifest = None
+    if not isinstance(manifest, dict):
+        return {"run_id": Path(run_dir).name, "complete": False, "has_manifest": False,
+                "incomplete_reason": "manifest.json missing or unreadable"}
+    target = manifest.get("target") or {}
+    return {
+        "run_id": manifest.get("run_id") or Path(run_dir).name,
+        "experiment": manifest.get("experiment"),
+        "profile": target.get("server_profile"),
+        "target_kind": target.get("kind"),
+        "server_version": _as_text(target.get("server_version")),
+        "latency_simulated": target.get("latency_simulated"),
+        "seed": manifest.get("seed"),
+        "complete": bool(manifest.get("complete")),
+        "incomplete_reason": manifest.get("incomplete_reason"),
+        "started_at": manifest.get("started_at"),
+        "ended_at": manifest.get("ended_at"),
+        "params": json.dumps(manifest.get("params") or {}, sort_keys=True),
+        "planned": json.dumps(manifest.get("planned") or {}, sort_keys=True),
+        "executed": json.dumps(manifest.get("executed") or {}, sort_keys=True),
+        "has_manifest": True,
+    }
+
+
+def _as_text(value: object) -> str | None:
+    return None if value is None else str(value)

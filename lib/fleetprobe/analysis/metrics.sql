@@ -1,0 +1,406 @@
+-- fleetprobe metrics: one view per number of the paper's Table 2 (and Table 3, the
+-- remediation re-probe and the figures), computed from the run traces only.
+--
+-- Inputs, loaded by fleetprobe/analysis/db.py:
+--   events     every line of every data/traces/<run>/events.jsonl (columns: EVENTS.md;
+--              absent fields are NULL)
+--   manifests  one row per run directory from manifest.json (profile = target.server_profile)
+--
+-- Conventions:
+--   rate views    run_id [, variant_write, variant_search], numerator, denominator
+--                 denominator = events that carry a judgement (a NULL judgement, e.g. a
+--                 probe lost to a transport error, is not counted as either outcome)
+--   latency views run_id, n, p50, p95, p99, max   (milliseconds, quantile_cont)
+-- Wilson intervals are added in Python (fleetprobe.analysis.stats).
+
+-- ---------------------------------------------------------------------------------------
+-- Runs
+-- ---------------------------------------------------------------------------------------
+
+CREATE VIEW runs AS
+WITH seen AS (
+    SELECT run_id, any_value(experiment) AS experiment, count(*) AS n_events
+    FROM events GROUP BY run_id
+)
+SELECT coalesce(m.run_id, s.run_id)                      AS run_id,
+       coalesce(m.experiment, s.experiment)              AS experiment,
+       coalesce(m.profile, 'unknown')                    AS profile,
+       coalesce(m.target_kind, 'unknown')                AS target_kind,
+       m.server_version, m.latency_simulated, m.seed,
+       coalesce(m.complete, false)                       AS complete,
+       m.incomplete_reason, m.started_at, m.ended_at, m.params, m.planned, m.executed,
+       coalesce(m.has_manifest, false)                   AS has_manifest,
+       coalesce(s.n_events, 0)                           AS n_events
+FROM manifests m FULL OUTER JOIN seen s ON m.run_id = s.run_id;
+
+-- ---------------------------------------------------------------------------------------
+-- Leakage (paper 7.1, 8.1; Table 2 leakage rows, Table 3, 9.1 re-probe, Fig. 2, Fig. 3)
+-- ---------------------------------------------------------------------------------------
+
+CREATE VIEW leakage_probes AS
+SELECT * FROM events WHERE experiment = 'leakage' AND phase = 'probe';
+
+-- probes total (planned / executed): distinct (prober, secret) pairs with any answer
+CREATE VIEW leakage_probes_executed AS
+SELECT run_id, variant_write, variant_search,
+       count(DISTINCT (prober_agent, secret_id)) FILTER (WHERE status IS NOT NULL) AS numerator,
+       count(DISTINCT (prober_agent, secret_id))                                 AS denominator
+FROM leakage_probes GROUP BY ALL;
+
+-- tenant-key GET exposure: expected-deny GET-by-id probes that returned the row
+CREATE VIEW leakage_get_exposure AS
+SELECT run_id, variant_write, variant_search,
+       count(*) FILTER (WHERE leak)         AS numerator,
+       count(*) FILTER (WHERE leak IS NOT NULL) AS denominator
+FROM leakage_probes WHERE axis = 'get' AND expected = 'deny' GROUP BY ALL;
+
+-- tenant-key GET miss: expected-allow GET-by-id probes that did not return the row
+CREATE VIEW leakage_get_miss AS
+SELECT run_id, variant_write, variant_search,
+       count(*) FILTER (WHERE miss)         AS numerator,
+       count(*) FILTER (WHERE miss IS NOT NULL) AS denominator
+FROM leakage_probes WHERE axis = 'get' AND expected = 'allow' GROUP BY ALL;
+
+-- search leak: expected-deny search probes whose results carried the secret
+CREATE VIEW leakage_search_leak AS
+SELECT run_id, variant_write, variant_search,
+       count(*) FILTER (WHERE leak)         AS numerator,
+       count(*) FILTER (WHERE leak IS NOT NULL) AS denominator
+FROM leakage_probes WHERE axis = 'search' AND expected = 'deny' GROUP BY ALL;
+
+-- search miss: expected-allow search probes whose results lacked the secret
+CREATE VIEW leakage_search_miss AS
+SELECT run_id, variant_write, variant_search,
+       count(*) FILTER (WHERE miss)         AS numerator,
+       count(*) FILTER (WHERE miss IS NOT NULL) AS denominator
+FROM leakage_probes WHERE axis = 'search' AND expected = 'allow' GROUP BY ALL;
+
+-- access latency: every answered GET-by-id probe
+CREATE VIEW leakage_access_latency AS
+SELECT run_id, variant_write, variant_search, count(latency_ms) AS n,
+       quantile_cont(latency_ms, 0.50) AS p50, quantile_cont(latency_ms, 0.95) AS p95,
+       quantile_cont(latency_ms, 0.99) AS p99, max(latency_ms) AS max
+FROM leakage_probes WHERE axis = 'get' AND status IS NOT NULL GROUP BY ALL;
+
+-- search latency: every answered search probe (Fig. 3)
+CREATE VIEW leakage_search_latency AS
+SELECT run_id, variant_write, variant_search, count(latency_ms) AS n,
+       quantile_cont(latency_ms, 0.50) AS p50, quantile_cont(latency_ms, 0.95) AS p95,
+       quantile_cont(latency_ms, 0.99) AS p99, max(latency_ms) AS max
+FROM leakage_probes WHERE axis = 'search' AND status IS NOT NULL GROUP BY ALL;
+
+-- Table 3: the agent-scoped GET-by-id probe, one row per credential x target relation
+CREATE VIEW leakage_table3 AS
+SELECT run_id, credential, trust, relation, expected,
+       count(*)                                   AS probes,
+       count(*) FILTER (WHERE returned)           AS returned,
+       count(*) FILTER (WHERE leak)               AS leaks,
+       count(*) FILTER (WHERE miss)               AS misses,
+       string_agg(DISTINCT CAST(status AS VARCHAR), '/' ORDER BY CAST(status AS VARCHAR))
+                                                  AS statuses
+FROM events WHERE experiment = 'leakage' AND phase = 'agent_probe'
+GROUP BY ALL;
+
+-- 9.1 remediation re-probe: returned k/n by trust x relation (paper: trust-1 cross-fleet
+-- 0/36, trust-2 cross-fleet 36/36, same-fleet controls 12/12, leaks 0/96)
+CREATE VIEW leakage_reprobe AS
+SELECT run_id, trust, relation, expected,
+       count(*) FILTER (WHERE returned)           AS returned,
+       count(*) FILTER (WHERE returned IS NOT NULL) AS probes,
+       count(*) FILTER (WHERE leak)               AS leaks,
+       count(*) FILTER (WHERE miss)               AS misses,
+       string_agg(DISTINCT CAST(status AS VARCHAR), '/' ORDER BY CAST(status AS VARCHAR))
+                                                  AS statuses
+FROM events WHERE experiment = 'leakage' AND phase = 'reprobe'
+GROUP BY ALL;
+
+-- trust-1 cross-fleet re-probes that returned the row (paper 0/36)
+CREATE VIEW leakage_reprobe_trust1_cross_fleet AS
+SELECT run_id, sum(returned) AS numerator, sum(probes) AS denominator
+FROM leakage_reprobe WHERE trust = 1 AND relation = 'cross_fleet' GROUP BY run_id;
+
+-- trust-2 cross-fleet re-probes that returned the row (paper 36/36)
+CREATE VIEW leakage_reprobe_trust2_cross_fleet AS
+SELECT run_id, sum(returned) AS numerator, sum(probes) AS denominator
+FROM leakage_reprobe WHERE trust = 2 AND relation = 'cross_fleet' GROUP BY run_id;
+
+-- same-fleet control re-probes that returned the row (paper 12/12)
+CREATE VIEW leakage_reprobe_same_fleet AS
+SELECT run_id, sum(returned) AS numerator, sum(probes) AS denominator
+FROM leakage_reprobe WHERE relation IN ('same_fleet', 'same_agent') GROUP BY run_id;
+
+-- all re-probes that leaked (paper 0/96)
+CREATE VIEW leakage_reprobe_leaks AS
+SELECT run_id, sum(leaks) AS numerator, sum(probes) AS denominator
+FROM leakage_reprobe GROUP BY run_id;
+
+-- ---------------------------------------------------------------------------------------
+-- Provenance (paper 7.3, 8; Table 2 provenance rows, Fig. 4)
+-- ---------------------------------------------------------------------------------------
+
+CREATE VIEW provenance_chains AS
+SELECT * FROM events WHERE experiment = 'provenance' AND phase = 'chain';
+
+-- writes that landed (2xx) over writes attempted (paper 200/200)
+CREATE VIEW provenance_writes_succeeded AS
+SELECT run_id,
+       count(*) FILTER (WHERE status BETWEEN 200 AND 299) AS numerator,
+       count(*)                                           AS denominator
+FROM events WHERE experiment = 'provenance' AND phase = 'write' GROUP BY run_id;
+
+-- chain completeness: every planned ancestor reachable by GET (paper 50/50)
+CREATE VIEW provenance_completeness AS
+SELECT run_id, count(*) FILTER (WHERE complete) AS numerator,
+       count(*) FILTER (WHERE complete IS NOT NULL) AS denominator
+FROM provenance_chains GROUP BY run_id;
+
+-- writer-identity accuracy: observed writer equals planned writer at every hop (paper 50/50)
+CREATE VIEW provenance_writer_accuracy AS
+SELECT run_id, count(*) FILTER (WHERE accurate) AS numerator,
+       count(*) FILTER (WHERE accurate IS NOT NULL) AS denominator
+FROM provenance_chains GROUP BY run_id;
+
+-- depth fidelity: reconstructed depth equals planned depth (paper 50/50)
+CREATE VIEW provenance_depth_fidelity AS
+SELECT run_id, count(*) FILTER (WHERE depth_faithful) AS numerator,
+       count(*) FILTER (WHERE depth_faithful IS NOT NULL) AS denominator
+FROM provenance_chains GROUP BY run_id;
+
+-- per-hop fetch latency: every successful GET of the walk back from the leaf
+-- (paper p50 291 / p95 491 / p99 1076 ms)
+CREATE VIEW provenance_hop_latency AS
+SELECT run_id, count(latency_ms) AS n,
+       quantile_cont(latency_ms, 0.50) AS p50, quantile_cont(latency_ms, 0.95) AS p95,
+       quantile_cont(latency_ms, 0.99) AS p99, max(latency_ms) AS max
+FROM events
+WHERE experiment = 'provenance' AND phase = 'walk' AND status BETWEEN 200 AND 299
+GROUP BY run_id;
+
+-- ---------------------------------------------------------------------------------------
+-- Propagation (paper 7.4, 8; Table 2 propagation rows, Fig. 5, Fig. 6)
+-- ---------------------------------------------------------------------------------------
+
+CREATE VIEW propagation_probes AS
+SELECT * FROM events WHERE experiment = 'propagation' AND phase = 'probe';
+
+-- rate-phase fact writes that landed (paper 40 of 40 planned)
+CREATE VIEW propagation_writes_succeeded AS
+SELECT run_id,
+       count(*) FILTER (WHERE status BETWEEN 200 AND 299) AS numerator,
+       count(*)                                           AS denominator
+FROM events
+WHERE experiment = 'propagation' AND phase = 'write' AND coalesce("set", 'rate') = 'rate'
+GROUP BY run_id;
+
+-- visibility probes that produced a judgement (paper 200 of 200 planned)
+CREATE VIEW propagation_probes_produced AS
+SELECT run_id, count(*) FILTER (WHERE visible IS NOT NULL) AS numerator,
+       count(*) AS denominator
+FROM propagation_probes GROUP BY run_id;
+
+-- fleet-sibling visibility (paper 117/120)
+CREATE VIEW propagation_sibling_visibility AS
+SELECT run_id, count(*) FILTER (WHERE visible) AS numerator,
+       count(*) FILTER (WHERE visible IS NOT NULL) AS denominator
+FROM propagation_probes WHERE reader_relation = 'sibling' GROUP BY run_id;
+
+-- cross-fleet leak: a foreign-fleet reader saw the canary (paper 0/80)
+CREATE VIEW propagation_cross_fleet_leak AS
+SELECT run_id, count(*) FILTER (WHERE coalesce(leak, visible)) AS numerator,
+       count(*) FILTER (WHERE coalesce(leak, visible) IS NOT NULL) AS denominator
+FROM propagation_probes WHERE reader_relation = 'foreign' GROUP BY run_id;
+
+-- Fig. 5: visibility by reader relation with counts
+CREATE VIEW propagation_visibility_by_relation AS
+SELECT run_id, reader_relation, count(*) FILTER (WHERE visible) AS visible,
+       count(*) FILTER (WHERE visible IS NOT NULL) AS probes
+FROM propagation_probes GROUP BY ALL;
+
+-- window facts that became visible before the poll deadline (paper 8/8)
+CREATE VIEW propagation_window_visible AS
+SELECT run_id, count(*) FILTER (WHERE visible) AS numerator,
+       count(*) FILTER (WHERE visible IS NOT NULL) AS denominator
+FROM events WHERE experiment = 'propagation' AND phase = 'window' GROUP BY run_id;
+
+-- write-to-visible window from the tight-poll phase (paper p50 0.83 / p95 1.63 / max 1.97 s)
+CREATE VIEW propagation_window_latency AS
+SELECT run_id, count(time_to_visible_ms) AS n,
+       quantile_cont(time_to_visible_ms, 0.50) AS p50,
+       quantile_cont(time_to_visible_ms, 0.95) AS p95,
+       quantile_cont(time_to_visible_ms, 0.99) AS p99, max(time_to_visible_ms) AS max
+FROM events
+WHERE experiment = 'propagation' AND phase = 'window' AND visible
+GROUP BY run_id;
+
+-- redistribute: rows whose agent_id flipped to the target, by requester trust x relation
+CREATE VIEW propagation_redistribute AS
+SELECT run_id, requester_trust, relation,
+       count(*) FILTER (WHERE flipped) AS flipped,
+       count(*) FILTER (WHERE flipped IS NOT NULL) AS attempts,
+       string_agg(DISTINCT CAST(status AS VARCHAR), '/' ORDER BY CAST(status AS VARCHAR))
+                                        AS statuses
+FROM events WHERE experiment = 'propagation' AND phase = 'redistribute' GROUP BY ALL;
+
+-- ---------------------------------------------------------------------------------------
+-- Contradiction (paper 7.2, 8, 9.2; Table 2 contradiction rows, Fig. 7)
+-- ---------------------------------------------------------------------------------------
+
+CREATE VIEW contradiction_writes AS
+SELECT * FROM events WHERE experiment = 'contradiction' AND phase = 'write';
+
+CREATE VIEW contradiction_checks AS
+SELECT * FROM events WHERE experiment = 'contradiction' AND phase = 'check';
+
+-- writes admitted (201) over writes attempted (paper 194/400)
+CREATE VIEW contradiction_writes_succeeded AS
+SELECT run_id, count(*) FILTER (WHERE admitted) AS numerator,
+       count(*) FILTER (WHERE admitted IS NOT NULL) AS denominator
+FROM contradiction_writes GROUP BY run_id;
+
+-- writes rejected at admission (paper 206/400, "dominated by exact-content duplicates")
+CREATE VIEW contradiction_writes_rejected AS
+SELECT run_id, count(*) FILTER (WHERE NOT admitted) AS numerator,
+       count(*) FILTER (WHERE admitted IS NOT NULL) AS denominator
+FROM contradiction_writes GROUP BY run_id;
+
+-- admission by reject reason x prose diversity x scenario x write index
+CREATE VIEW contradiction_admission AS
+SELECT run_id, prose_diversity, scenario, write_index,
+       coalesce(reject_reason, CASE WHEN admitted THEN 'admitted' ELSE 'unknown' END)
+           AS outcome,
+       count(*) AS writes
+FROM contradiction_writes GROUP BY ALL;
+
+-- fact-runs in which both writes were admitted (paper 90/200)
+CREATE VIEW contradiction_both_admitted AS
+SELECT run_id, count(*) FILTER (WHERE both_admitted) AS numerator,
+       count(*) FILTER (WHERE both_admitted IS NOT NULL) AS denominator
+FROM contradiction_checks GROUP BY run_id;
+
+-- detection rate over all fact-runs (paper 98/200)
+CREATE VIEW contradiction_detection_all AS
+SELECT run_id, count(*) FILTER (WHERE detected) AS numerator,
+       count(*) FILTER (WHERE detected IS NOT NULL) AS denominator
+FROM contradiction_checks GROUP BY run_id;
+
+-- detection rate over fact-runs where both writes were admitted (paper 90/90)
+CREATE VIEW contradiction_detection_both_admitted AS
+SELECT run_id, count(*) FILTER (WHERE detected) AS numerator,
+       count(*) FILTER (WHERE detected IS NOT NULL) AS denominator
+FROM contradiction_checks WHERE both_admitted GROUP BY run_id;
+
+-- stale reads: a fact-run whose active search returned more than one row (paper 0/200)
+CREATE VIEW contradiction_stale_read AS
+SELECT run_id, count(*) FILTER (WHERE stale) AS numerator,
+       count(*) FILTER (WHERE stale IS NOT NULL) AS denominator
+FROM events WHERE experiment = 'contradiction' AND phase = 'stale_read' GROUP BY run_id;
+
+-- admitted writes, each marked whether it triggered a contradiction: its row is the newer row
+-- of a detected supersession (observed_supersedes_id set on its refetch; EVENTS.md)
+CREATE VIEW contradiction_write_latencies AS
+WITH triggering AS (
+    SELECT DISTINCT run_id, memory_id FROM events
+    WHERE experiment = 'contradiction' AND phase = 'refetch'
+      AND observed_supersedes_id IS NOT NULL
+)
+SELECT w.run_id, w.memory_id, w.scenario, w.latency_ms,
+       t.memory_id IS NOT NULL AS triggered
+FROM contradiction_writes w
+LEFT JOIN triggering t ON t.run_id = w.run_id AND t.memory_id = w.memory_id
+WHERE w.admitted AND w.latency_ms IS NOT NULL;
+
+-- write latency of admitted writes (paper p50 1840 / p95 4861 / p99 19319 ms over 194)
+CREATE VIEW contradiction_write_latency AS
+SELECT run_id, count(*) AS n,
+       quantile_cont(latency_ms, 0.50) AS p50, quantile_cont(latency_ms, 0.95) AS p95,
+       quantile_cont(latency_ms, 0.99) AS p99, max(latency_ms) AS max
+FROM contradiction_write_latencies GROUP BY run_id;
+
+-- write latency split by whether the write triggered a contradiction (paper 7.2)
+CREATE VIEW contradiction_write_latency_by_trigger AS
+SELECT run_id, triggered, count(*) AS n,
+       quantile_cont(latency_ms, 0.50) AS p50, quantile_cont(latency_ms, 0.95) AS p95,
+       quantile_cont(latency_ms, 0.99) AS p99, max(latency_ms) AS max
+FROM contradiction_write_latencies GROUP BY ALL;
+
+-- ---------------------------------------------------------------------------------------
+-- Long form: every Table 2 rate and latency, one row per run x metric, with the manifest's
+-- profile beside it. A metric is named after its view; those names key paper_values.yaml
+-- and summary.csv.
+-- ---------------------------------------------------------------------------------------
+
+CREATE VIEW rate_metrics AS
+WITH per_metric AS (
+    SELECT 'leakage_probes_executed' AS metric, * FROM leakage_probes_executed
+    UNION ALL BY NAME
+    SELECT 'leakage_get_exposure' AS metric, * FROM leakage_get_exposure
+    UNION ALL BY NAME
+    SELECT 'leakage_get_miss' AS metric, * FROM leakage_get_miss
+    UNION ALL BY NAME
+    SELECT 'leakage_search_leak' AS metric, * FROM leakage_search_leak
+    UNION ALL BY NAME
+    SELECT 'leakage_search_miss' AS metric, * FROM leakage_search_miss
+    UNION ALL BY NAME
+    SELECT 'leakage_reprobe_trust1_cross_fleet' AS metric, * FROM leakage_reprobe_trust1_cross_fleet
+    UNION ALL BY NAME
+    SELECT 'leakage_reprobe_trust2_cross_fleet' AS metric, * FROM leakage_reprobe_trust2_cross_fleet
+    UNION ALL BY NAME
+    SELECT 'leakage_reprobe_same_fleet' AS metric, * FROM leakage_reprobe_same_fleet
+    UNION ALL BY NAME
+    SELECT 'leakage_reprobe_leaks' AS metric, * FROM leakage_reprobe_leaks
+    UNION ALL BY NAME
+    SELECT 'provenance_writes_succeeded' AS metric, * FROM provenance_writes_succeeded
+    UNION ALL BY NAME
+    SELECT 'provenance_completeness' AS metric, * FROM provenance_completeness
+    UNION ALL BY NAME
+    SELECT 'provenance_writer_accuracy' AS metric, * FROM provenance_writer_accuracy
+    UNION ALL BY NAME
+    SELECT 'provenance_depth_fidelity' AS metric, * FROM provenance_depth_fidelity
+    UNION ALL BY NAME
+    SELECT 'propagation_writes_succeeded' AS metric, * FROM propagation_writes_succeeded
+    UNION ALL BY NAME
+    SELECT 'propagation_probes_produced' AS metric, * FROM propagation_probes_produced
+    UNION ALL BY NAME
+    SELECT 'propagation_sibling_visibility' AS metric, * FROM propagation_sibling_visibility
+    UNION ALL BY NAME
+    SELECT 'propagation_cross_fleet_leak' AS metric, * FROM propagation_cross_fleet_leak
+    UNION ALL BY NAME
+    SELECT 'propagation_window_visible' AS metric, * FROM propagation_window_visible
+    UNION ALL BY NAME
+    SELECT 'contradiction_writes_succeeded' AS metric, * FROM contradiction_writes_succeeded
+    UNION ALL BY NAME
+    SELECT 'contradiction_writes_rejected' AS metric, * FROM contradiction_writes_rejected
+    UNION ALL BY NAME
+    SELECT 'contradiction_both_admitted' AS metric, * FROM contradiction_both_admitted
+    UNION ALL BY NAME
+    SELECT 'contradiction_detection_all' AS metric, * FROM contradiction_detection_all
+    UNION ALL BY NAME
+    SELECT 'contradiction_detection_both_admitted' AS metric, * FROM contradiction_detection_both_admitted
+    UNION ALL BY NAME
+    SELECT 'contradiction_stale_read' AS metric, * FROM contradiction_stale_read
+)
+SELECT r.run_id, r.experiment, r.profile, m.variant_write, m.variant_search, m.metric,
+       CAST(m.numerator AS BIGINT) AS numerator, CAST(m.denominator AS BIGINT) AS denominator
+FROM per_metric m
+JOIN runs r USING (run_id);
+
+CREATE VIEW latency_metrics AS
+WITH per_metric AS (
+    SELECT 'leakage_access_latency' AS metric, * FROM leakage_access_latency
+    UNION ALL BY NAME
+    SELECT 'leakage_search_latency' AS metric, * FROM leakage_search_latency
+    UNION ALL BY NAME
+    SELECT 'provenance_hop_latency' AS metric, * FROM provenance_hop_latency
+    UNION ALL BY NAME
+    SELECT 'propagation_window_latency' AS metric, * FROM propagation_window_latency
+    UNION ALL BY NAME
+    SELECT 'contradiction_write_latency' AS metric, * FROM contradiction_write_latency
+    UNION ALL BY NAME
+    SELECT CASE WHEN triggered THEN 'contradiction_write_latency_triggered'
+                ELSE 'contradiction_write_latency_untriggered' END AS metric,
+           * EXCLUDE (triggered)
+    FROM contradiction_write_latency_by_trigger
+)
+SELECT r.run_id, r.experiment, r.profile, r.target_kind, l.variant_write, l.variant_search,
+       l.metric, l.n, l.p50, l.p95, l.p99, l.max
+FROM per_metric l JOIN runs r USING (run_id);

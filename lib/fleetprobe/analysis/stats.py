@@ -1,0 +1,41 @@
+"""95% Wilson score intervals, from scipy rather than hand-rolled."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy.stats import binomtest
+
+
+@dataclass(frozen=True)
+class Rate:
+    """k successes out of n trials, with its 95% Wilson interval (NaN when n is 0)."""
+
+    k: int
+    n: int
+    value: float
+    low: float
+    high: float
+
+    def overlaps(self, other: Rate) -> bool:
+        """Whether the two intervals share a point; False when either is undefined."""
+        if self.n == 0 or other.n == 0:
+            return False
+        return self.low <= other.high and other.low <= self.high
+
+
+def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval for k of n; (nan, nan) when there were no trials."""
+    if n == 0:
+        return (math.nan, math.nan)
+    if not 0 <= k <= n:
+        raise ValueError(f"a rate needs 0 <= k <= n, got k={k}, n={n}")
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    return (float(ci.low), float(ci.high))
+
+
+def rate(k: int, n: int) -> Rate:
+    """k of n as a Rate with its Wilson interval."""
+    low, high = wilson(k, n)
+    return Rate(int(k), int(n), k / n if n else math.nan, low, high)
