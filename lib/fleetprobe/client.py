@@ -1,0 +1,348 @@
+"""Async MemClaw REST client (httpx + tenacity).
+
+Every call returns a `Result`; nothing here raises on an HTTP status. Retries (exponential
+backoff) happen only on transport errors, 5xx and 429, because any other 4xx is the
+governance signal the experiments measure and must reach them unmodified.
+
+Keys never leave a `Credential` except as a request header: its repr hides the key, errors
+are built from status and server message only, and every key this client has seen is listed
+by `known_secrets()` so the trace writer can refuse to persist any string that contains one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import httpx
+from fleetprobe.pacing import PacerSet
+from tenacity import (
+    AsyncRetrying,
+    retry_if_result,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+API = "/api/v1"
+ERROR_MAX_CHARS = 160
+
+CredentialKind = Literal["tenant", "agent", "headers"]
+
+
+@dataclass(frozen=True)
+class Credential:
+    """Who a request speaks as.
+
+    `tenant`: a tenant-scoped `X-API-Key`. `agent`: an agent-scoped key (self-provisioned).
+    `headers`: a self-hosted MemClaw with no gateway, identity sent as `X-Tenant-ID` /
+    `X-Agent-ID` directly (no key at all).
+    """
+
+    kind: CredentialKind
+    tenant_id: str
+    key: str | None = field(default=None, repr=False)
+    agent_id: str | None = None
+    trust: int | None = None
+
+    def headers(self) -> dict[str, str]:
+        if self.kind == "headers":
+            hdrs = {"X-Tenant-ID": self.tenant_id}
+            if self.agent_id:
+                hdrs["X-Agent-ID"] = self.agent_id
+            return hdrs
+        if not self.key:
+            raise ValueError(f"{self.kind} credential for tenant {self.tenant_id!r} has no key")
+        return {"X-API-Key": self.key}
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of one logical call (after retries)."""
+
+    op: str
+    status: int | None
+    body: Any | None
+    latency_ms: float | None
+    attempts: int
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+    @property
+    def retryable(self) -> bool:
+        return self.status is None or self.status == 429 or self.status >= 500
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    backoff_base_s: float = 0.2
+    backoff_max_s: float = 5.0
+    retry_on_429: bool = True
+
+    def should_retry(self, result: Result) -> bool:
+        if result.status == 429:
+            return self.retry_on_429
+        return result.retryable
+
+
+def short_error(status: int, body: Any) -> str:
+    """`409 Duplicate memory exists: <id>` from MemClaw's error envelope, or the raw detail."""
+    message: Any = None
+    if isinstance(body, dict):
+        envelope = body.get("error")
+        if isinstance(envelope, dict):
+            message = envelope.get("message")
+        if message is None:
+            message = body.get("detail")
+    if message is None:
+        message = "no error message"
+    return f"{status} {message}"[:ERROR_MAX_CHARS]
+
+
+class MemClawClient:
+    """Async client for the MemClaw REST endpoints the experiments use.
+
+    Use as `async with MemClawClient(base_url) as client:`. One instance per run: it owns the
+    connection pool, the per-class pacers and the concurrency cap.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        retry: RetryPolicy | None = None,
+        pacing: dict[str, float | None] | None = None,
+        max_concurrency: int = 8,
+        timeout_s: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.retry = retry or RetryPolicy()
+        self.pacers = PacerSet(pacing)
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._secrets: set[str] = set()
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            timeout=timeout_s,
+            transport=transport,
+            limits=httpx.Limits(max_connections=max_concurrency * 2),
+        )
+
+    async def __aenter__(self) -> MemClawClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def remember_secret(self, secret: str | None) -> None:
+        if secret:
+            self._secrets.add(secret)
+
+    def known_secrets(self) -> frozenset[str]:
+        return frozenset(self._secrets)
+
+    # -- the one request path ------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        cred: Credential | None = None,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        request_class: str | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Result:
+        """Send one logical request, retrying per policy; never raises on HTTP status."""
+        policy = retry or self.retry
+        op = f"{method} {API}{path}" if not path.startswith(API) else f"{method} {path}"
+        url = path if path.startswith(API) else f"{API}{path}"
+        hdrs = dict(headers or {})
+        if cred is not None:
+            self.remember_secret(cred.key)
+            hdrs.update(cred.headers())
+        attempts = 0
+
+        async def attempt() -> Result:
+            nonlocal attempts
+            attempts += 1
+            await self.pacers.acquire(request_class)
+            async with self._slots:
+                return await self._send_once(op, method, url, json, params, hdrs, attempts)
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(policy.max_attempts),
+            wait=wait_exponential(multiplier=policy.backoff_base_s, max=policy.backoff_max_s),
+            retry=retry_if_result(policy.should_retry),
+            retry_error_callback=lambda state: state.outcome.result(),
+            reraise=True,
+        )
+        return await retrying(attempt)
+
+    async def _send_once(
+        self,
+        op: str,
+        method: str,
+        url: str,
+        json: Any,
+        params: dict[str, Any] | None,
+        headers: dict[str, str],
+        attempts: int,
+    ) -> Result:
+        started = time.perf_counter()
+        try:
+            response = await self._http.request(
+                method, url, json=json, params=params, headers=headers
+            )
+            latency_ms = (time.perf_counter() - started) * 1000.0
+        except httpx.TransportError as exc:
+            latency_ms = (time.perf_counter() - started) * 1000.0
+            return Result(op, None, None, latency_ms, attempts, f"transport: {type(exc).__name__}")
+        body, shape_error = _decode(response)
+        error = None
+        if not response.is_success:
+            error = short_error(response.status_code, body)
+        elif shape_error:
+            error = shape_error
+        return Result(op, response.status_code, body, latency_ms, attempts, error)
+
+    # -- endpoints -------------------------------------------------------------------------
+
+    async def health(self) -> Result:
+        return await self.request("GET", "/health")
+
+    async def version(self) -> Result:
+        return await self.request("GET", "/version")
+
+    async def whoami(self, cred: Credential) -> Result:
+        return await self.request("GET", "/whoami", cred=cred)
+
+    async def write(self, cred: Credential, memory: dict[str, Any], **kw: Any) -> Result:
+        body = {"tenant_id": cred.tenant_id, **memory}
+        return await self.request(
+            "POST", "/memories", cred=cred, json=body, request_class="write", **kw
+        )
+
+    async def bulk(
+        self, cred: Credential, batch: dict[str, Any], attempt_id: str, **kw: Any
+    ) -> Result:
+        body = {"tenant_id": cred.tenant_id, **batch}
+        return await self.request(
+            "POST",
+            "/memories/bulk",
+            cred=cred,
+            json=body,
+            headers={"X-Bulk-Attempt-Id": attempt_id},
+            request_class="bulk",
+            **kw,
+        )
+
+    async def get(self, cred: Credential, memory_id: str, **kw: Any) -> Result:
+        return await self.request(
+            "GET", f"/memories/{memory_id}", cred=cred, params={"tenant_id": cred.tenant_id}, **kw
+        )
+
+    async def list_memories(self, cred: Credential, **query: Any) -> Result:
+        params = {"tenant_id": cred.tenant_id, **query}
+        return await self.request("GET", "/memories", cred=cred, params=params)
+
+    async def search(self, cred: Credential, query: dict[str, Any], **kw: Any) -> Result:
+        body = {"tenant_id": cred.tenant_id, **query}
+        return await self.request(
+            "POST", "/search", cred=cred, json=body, request_class="search", **kw
+        )
+
+    async def contradictions(self, cred: Credential, memory_id: str) -> Result:
+        return await self.request(
+            "GET",
+            f"/memories/{memory_id}/contradictions",
+            cred=cred,
+            params={"tenant_id": cred.tenant_id},
+        )
+
+    async def upsert_entity(self, cred: Credential, entity: dict[str, Any]) -> Result:
+        body = {"tenant_id": cred.tenant_id, **entity}
+        return await self.request("POST", "/entities/upsert", cred=cred, json=body)
+
+    async def redistribute(
+        self,
+        cred: Credential,
+        memory_ids: list[str],
+        target_agent_id: str,
+        requester_agent_id: str,
+    ) -> Result:
+        return await self.request(
+            "POST",
+            "/memories/redistribute",
+            cred=cred,
+            params={"tenant_id": cred.tenant_id, "agent_id": requester_agent_id},
+            json={"memory_ids": memory_ids, "target_agent_id": target_agent_id},
+        )
+
+    async def patch_trust(
+        self, cred: Credential, agent_id: str, trust_level: int, fleet_id: str | None = None
+    ) -> Result:
+        body: dict[str, Any] = {"trust_level": trust_level}
+        if fleet_id is not None:
+            body["fleet_id"] = fleet_id
+        return await self.request(
+            "PATCH",
+            f"/agents/{agent_id}/trust",
+            cred=cred,
+            params={"tenant_id": cred.tenant_id},
+            json=body,
+        )
+
+    async def provision_agent_key(
+        self,
+        cred: Credential,
+        agent_id: str,
+        *,
+        initial_trust: int = 1,
+        initial_fleet: str | None = None,
+        label: str | None = None,
+    ) -> tuple[Result, Credential | None]:
+        """Self-provision an agent key. The result's body has `raw_key` redacted; the key
+        lives only in the returned `Credential` (None when provisioning failed)."""
+        body: dict[str, Any] = {"agent_id": agent_id, "initial_trust": initial_trust}
+        if initial_fleet is not None:
+            body["initial_fleet"] = initial_fleet
+        if label is not None:
+            body["label"] = label
+        result = await self.request("POST", "/admin/agent-keys/provision", cred=cred, json=body)
+        raw_key = result.body.get("raw_key") if isinstance(result.body, dict) else None
+        if not result.ok or not isinstance(raw_key, str) or not raw_key:
+            if result.ok:
+                result = replace(result, error="unexpected body: no raw_key in provision response")
+            return result, None
+        self.remember_secret(raw_key)
+        redacted = {**result.body, "raw_key": "<redacted>"}
+        agent_cred = Credential(
+            kind="agent",
+            tenant_id=cred.tenant_id,
+            key=raw_key,
+            agent_id=str(result.body.get("agent_id") or agent_id),
+            trust=initial_trust,
+        )
+        return replace(result, body=redacted), agent_cred
+
+
+def _decode(response: httpx.Response) -> tuple[Any | None, str | None]:
+    """JSON body or None; a second value names an unexpected shape on a success status."""
+    if response.status_code == 204 or not response.content:
+        return None, None
+    try:
+        return response.json(), None
+    except ValueError:
+        ctype = response.headers.get("content-type", "?")
+        return None, f"unexpected body: not JSON ({ctype})"

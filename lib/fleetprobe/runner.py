@@ -1,0 +1,322 @@
+"""The lifecycle every experiment shares.
+
+    params -> plan (seed) -> trace dir -> target -> preflight -> phases (events)
+           -> checkers (judge recorded events) -> manifest (complete) -> summary.csv
+
+An experiment module supplies only a `Params` model, `make_plan`, `planned_counts`, its
+`phases` (async, issue requests, record events) and its `checkers` (read events back from
+disk, append judgement events), and registers itself with `@register`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import yaml
+from fleetprobe.client import MemClawClient, Result, RetryPolicy
+from fleetprobe.plans import new_nonce
+from fleetprobe.targets import Target, TargetError, TargetParams, open_target, preflight
+from fleetprobe.trace import Trace
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from tqdm import tqdm
+
+log = logging.getLogger("fleetprobe")
+T = TypeVar("T")
+
+
+class ParamsError(ValueError):
+    """A params file or override is wrong; the message names the key."""
+
+
+class TargetUnavailable(TargetError):
+    """The target stopped answering mid-run (e.g. the server was killed)."""
+
+
+class ClientParams(BaseModel):
+    """The `client:` block: retries, pacing, concurrency."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_concurrency: int = Field(8, ge=1)
+    max_attempts: int = Field(5, ge=1)
+    backoff_base_s: float = Field(0.2, ge=0)
+    backoff_max_s: float = Field(5.0, ge=0)
+    retry_on_429: bool = True
+    timeout_s: float = Field(30.0, gt=0)
+    # token-bucket rates per request class, requests/second; null = unthrottled
+    writes_per_s: float | None = Field(8.0, gt=0)
+    bulk_per_s: float | None = Field(1.5, gt=0)
+    searches_per_s: float | None = Field(1.5, gt=0)  # paper: 100 searches/min per tenant
+    # consecutive requests that end in a transport error (after retries) before the run aborts
+    abort_after_transport_failures: int = Field(3, ge=1)
+
+
+class ExperimentParams(BaseModel):
+    """Fields every experiment's params share; experiments subclass and add theirs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    experiment: str
+    seed: int = 1
+    traces_root: str = "data/traces"
+    progress: bool = True
+    target: TargetParams = TargetParams()
+    client: ClientParams = ClientParams()
+
+
+@dataclass
+class RunContext:
+    """What phases and checkers get: params, plan, nonce, trace, client, target."""
+
+    params: Any
+    plan: Any
+    nonce: str
+    trace: Trace
+    client: MemClawClient
+    target: Target
+    _transport_failures: int = field(default=0, repr=False)
+
+    @property
+    def tenant(self):  # noqa: ANN201 - Credential, kept loose to avoid an import cycle
+        return self.target.tenant
+
+    def record(self, phase: str, result: Result | None = None, **fields: Any) -> dict[str, Any]:
+        """Append an event; abort the run if the target has stopped answering."""
+        self.trace.add_secrets(self.client.known_secrets())
+        event = self.trace.event(phase, result, **fields)
+        if result is not None:
+            self._note_transport(result)
+        return event
+
+    def _note_transport(self, result: Result) -> None:
+        if result.status is not None:
+            self._transport_failures = 0
+            return
+        self._transport_failures += 1
+        if self._transport_failures >= self.params.client.abort_after_transport_failures:
+            raise TargetUnavailable(
+                f"{self.target.base_url} stopped answering mid-run "
+                f"({self._transport_failures} requests in a row ended in {result.error})"
+            )
+
+    def events(self, phase: str | None = None) -> list[dict[str, Any]]:
+        return self.trace.read_events(phase)
+
+    def progress(self, items: Iterable[T], desc: str, total: int | None = None) -> Iterable[T]:
+        return tqdm(items, desc=desc, total=total, disable=not self.params.progress,
+                    file=sys.stderr, leave=False)
+
+    async def gather(self, coros: Sequence[Awaitable[T]], desc: str) -> list[T]:
+        """Run coroutines concurrently (the client caps in-flight requests); the first
+        failure cancels the rest, so a lost target stops the phase at once."""
+        bar = tqdm(total=len(coros), desc=desc, disable=not self.params.progress,
+                   file=sys.stderr, leave=False)
+
+        async def tracked(coro: Awaitable[T]) -> T:
+            try:
+                return await coro
+            finally:
+                bar.update()
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(tracked(c)) for c in coros]
+        finally:
+            bar.close()
+        return [task.result() for task in tasks]
+
+
+Phase = Callable[[RunContext], Awaitable[None]]
+Checker = Callable[[RunContext], None]
+
+
+class Experiment:
+    """Base class: subclass, set `name` and `Params`, implement the four hooks."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type[ExperimentParams]] = ExperimentParams
+
+    def make_plan(self, params: Any) -> Any:
+        raise NotImplementedError
+
+    def planned_counts(self, plan: Any, params: Any) -> dict[str, int]:
+        """Planned events per EVENTS.md phase (the manifest's `planned`)."""
+        raise NotImplementedError
+
+    def phases(self) -> list[Phase]:
+        raise NotImplementedError
+
+    def checkers(self) -> list[Checker]:
+        raise NotImplementedError
+
+    def client_params(self, params: Any) -> ClientParams:
+        """Hook for experiments whose params override client settings (e.g. pacing)."""
+        return params.client
+
+
+EXPERIMENTS: dict[str, type[Experiment]] = {}
+E = TypeVar("E", bound=type[Experiment])
+
+
+def register(cls: E) -> E:
+    EXPERIMENTS[cls.name] = cls
+    return cls
+
+
+def get_experiment(name: str) -> Experiment:
+    import fleetprobe.experiments  # noqa: F401 - registers the bundled experiments
+
+    if name not in EXPERIMENTS:
+        known = ", ".join(sorted(EXPERIMENTS)) or "none"
+        raise ParamsError(f"unknown experiment {name!r} (known: {known})")
+    return EXPERIMENTS[name]()
+
+
+def parse_params(experiment: Experiment, raw: dict[str, Any]) -> ExperimentParams:
+    raw = {"experiment": experiment.name, **raw}
+    if raw["experiment"] != experiment.name:
+        raise ParamsError(
+            f"params are for experiment {raw['experiment']!r}, not {experiment.name!r}"
+        )
+    try:
+        return experiment.Params.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ParamsError(f"invalid params for {experiment.name}: {problems}") from exc
+
+
+def make_client(base_url: str, cp: ClientParams) -> MemClawClient:
+    return MemClawClient(
+        base_url,
+        retry=RetryPolicy(cp.max_attempts, cp.backoff_base_s, cp.backoff_max_s, cp.retry_on_429),
+        pacing={"write": cp.writes_per_s, "bulk": cp.bulk_per_s, "search": cp.searches_per_s},
+        max_concurrency=cp.max_concurrency,
+        timeout_s=cp.timeout_s,
+    )
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A one-line reason for `incomplete_reason`."""
+    if isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)]
+        return describe_failure(inner[0] if inner else exc.exceptions[0])
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted: KeyboardInterrupt (Ctrl-C)"
+    if isinstance(exc, asyncio.CancelledError):
+        return "interrupted: the run was cancelled (Ctrl-C or task cancellation)"
+    if isinstance(exc, TargetError):
+        return f"target: {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def arun_experiment(
+    name: str, params: dict[str, Any], *, target: Target | None = None
+) -> Path:
+    """Run one experiment; returns its run directory. `target` overrides `params.target`
+    (tests pass a Target on a server they control)."""
+    experiment = get_experiment(name)
+    p = parse_params(experiment, params)
+    plan = experiment.make_plan(p)
+    trace = Trace(p.traces_root, experiment.name, p.seed, new_nonce(), p.model_dump(mode="json"))
+    trace.manifest.planned = experiment.planned_counts(plan, p)
+    trace.write_manifest()
+    try:
+        with contextlib.ExitStack() as stack:
+            tgt = target or stack.enter_context(open_target(p.target))
+            await _execute(experiment, p, plan, trace, tgt)
+    except BaseException as exc:
+        trace.finish(complete=False, reason=describe_failure(exc))
+        raise
+    trace.finish(complete=True)
+    write_summary(trace.dir)
+    return trace.dir
+
+
+async def _execute(
+    experiment: Experiment, p: ExperimentParams, plan: Any, trace: Trace, target: Target
+) -> None:
+    trace.add_secrets(target.secrets)
+    trace.manifest.target = target.manifest_entry()
+    async with make_client(target.base_url, experiment.client_params(p)) as client:
+        ctx = RunContext(p, plan, trace.manifest.nonce, trace, client, target)
+        await preflight(client, target)
+        trace.manifest.target = target.manifest_entry()
+        trace.write_manifest()
+        for phase in experiment.phases():
+            await phase(ctx)
+            trace.write_manifest()  # executed counts so far, in case the next phase dies
+        for checker in experiment.checkers():
+            checker(ctx)
+
+
+def run_experiment(name: str, params: dict[str, Any], *, target: Target | None = None) -> Path:
+    """Synchronous entry point; works inside Jupyter (whose loop is already running)."""
+    coro = arun_experiment(name, params, target=target)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    outcome: dict[str, Any] = {}
+
+    def in_thread() -> None:
+        try:
+            outcome["dir"] = asyncio.run(coro)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["exc"] = exc
+
+    worker = threading.Thread(target=in_thread, name=f"fleetprobe-{name}")
+    worker.start()
+    worker.join()
+    if "exc" in outcome:
+        raise outcome["exc"]
+    return outcome["dir"]
+
+
+def write_summary(run_dir: Path) -> Path | None:
+    """summary.csv via the analysis package (owned by the analysis engineer)."""
+    try:
+        from fleetprobe.analysis.summary import write_summary as analysis_write_summary
+    except ImportError as exc:
+        log.warning("summary.csv not written: fleetprobe.analysis.summary unavailable (%s)", exc)
+        return None
+    return analysis_write_summary(run_dir)
+
+
+def load_params(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """A params YAML file plus `key.sub=value` overrides (values parsed as YAML)."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ParamsError(f"cannot read params file {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"params file {path} is not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ParamsError(f"params file {path} must hold a mapping, not {type(raw).__name__}")
+    for item in overrides:
+        apply_override(raw, item)
+    return raw
+
+
+def apply_override(params: dict[str, Any], item: str) -> None:
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise ParamsError(f"override {item!r} must look like key=value (e.g. seed=7)")
+    *parents, leaf = key.strip().split(".")
+    node = params
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ParamsError(f"override {item!r}: {part!r} is not a mapping")
+        node = child
+    node[leaf] = yaml.safe_load(value)

@@ -1,0 +1,161 @@
+"""Where a run sends its requests: the bundled reference server, or a live endpoint.
+
+`reference`: starts `reference_server` on a free loopback port with the params' profile,
+creates a fresh tenant for the run, stops the server afterwards.
+`live`: base URL, key and tenant from the environment (`MEMCLAW_API_URL`, `MEMCLAW_API_KEY`,
+`MEMCLAW_TENANT_ID`), never from a file. The harness has no delete call at all, so a live
+run cannot remove data it did not write.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fleetprobe.client import Credential, MemClawClient
+from pydantic import BaseModel, ConfigDict
+
+ENV_URL = "MEMCLAW_API_URL"
+ENV_KEY = "MEMCLAW_API_KEY"
+ENV_TENANT = "MEMCLAW_TENANT_ID"
+DEFAULT_PROFILE = "memclaw-2026-05-30"
+
+
+class TargetError(RuntimeError):
+    """The target cannot be used; the message says what is wrong and what to do."""
+
+
+class TargetParams(BaseModel):
+    """The `target:` block of a params file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["reference", "live"] = "reference"
+    profile: str = DEFAULT_PROFILE
+    # reference only: passed to `python -m reference_server` (e.g. "10/second")
+    write_rate: str | None = None
+    search_rate: str | None = None
+    # live only: `key` = X-API-Key; `headers` = self-hosted MemClaw without a gateway
+    auth: Literal["key", "headers"] = "key"
+
+
+@dataclass
+class Target:
+    """An endpoint plus the tenant credential a run uses; `info` is filled by `preflight`."""
+
+    kind: str
+    base_url: str
+    tenant: Credential
+    profile_requested: str | None = None
+    secrets: frozenset[str] = frozenset()
+    info: dict[str, Any] = field(default_factory=dict)
+    server: Any = None  # the ReferenceServer when kind == "reference"
+
+    def manifest_entry(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "base_url": self.base_url,
+            "tenant_id": self.tenant.tenant_id,
+            "server_version": self.info.get("version"),
+            "server_profile": self.info.get("profile"),
+            "latency_simulated": self.info.get("latency_simulated"),
+        }
+
+
+@contextmanager
+def open_target(params: TargetParams) -> Iterator[Target]:
+    if params.kind == "reference":
+        with reference_target(params) as target:
+            yield target
+    else:
+        yield live_target(params)
+
+
+@contextmanager
+def reference_target(params: TargetParams) -> Iterator[Target]:
+    try:
+        from reference_server.process import ReferenceServer
+    except ImportError as exc:
+        raise TargetError(
+            f"the bundled reference server is not importable ({exc}); install the kit with "
+            "`pip install -e .` or use a live target"
+        ) from exc
+    extra: list[str] = []
+    if params.write_rate:
+        extra += ["--write-rate", params.write_rate]
+    if params.search_rate:
+        extra += ["--search-rate", params.search_rate]
+    with ReferenceServer(profile=params.profile, extra_args=tuple(extra)) as server:
+        yield target_for_server(server, params.profile)
+
+
+def target_for_server(server: Any, profile: str | None = None) -> Target:
+    """A `reference` target on an already running ReferenceServer, with a fresh tenant."""
+    tenant_id, raw_key = server.create_tenant()
+    return Target(
+        kind="reference",
+        base_url=server.base_url,
+        tenant=Credential(kind="tenant", tenant_id=tenant_id, key=raw_key),
+        profile_requested=profile,
+        secrets=frozenset(s for s in (raw_key, server.admin_key) if s),
+        server=server,
+    )
+
+
+def live_target(params: TargetParams, env: dict[str, str] | None = None) -> Target:
+    env = dict(os.environ if env is None else env)
+    needed = [ENV_URL, ENV_TENANT] + ([ENV_KEY] if params.auth == "key" else [])
+    missing = [name for name in needed if not env.get(name)]
+    if missing:
+        raise TargetError(
+            f"live target needs the environment variable(s) {', '.join(missing)} "
+            f"(base URL, tenant id{', API key' if params.auth == 'key' else ''}); "
+            "export them in your shell, never put them in a params file"
+        )
+    tenant_id = env[ENV_TENANT]
+    if params.auth == "key":
+        cred = Credential(kind="tenant", tenant_id=tenant_id, key=env[ENV_KEY])
+    else:
+        cred = Credential(kind="headers", tenant_id=tenant_id)
+    return Target(
+        kind="live",
+        base_url=env[ENV_URL].rstrip("/"),
+        tenant=cred,
+        secrets=frozenset({cred.key} if cred.key else ()),
+    )
+
+
+async def preflight(client: MemClawClient, target: Target) -> None:
+    """Reach the endpoint, read its version, and prove the credential works.
+
+    Raises TargetError naming the problem: unreachable, wrong key, unexpected shape.
+    """
+    version = await client.version()
+    if version.status is None:
+        raise TargetError(
+            f"cannot reach {target.base_url} ({version.error}); is the server running and "
+            f"is the URL right{' (' + ENV_URL + ')' if target.kind == 'live' else ''}?"
+        )
+    if version.ok and not isinstance(version.body, dict):
+        raise TargetError(
+            f"GET /api/v1/version at {target.base_url} answered an unexpected shape "
+            f"({version.error or type(version.body).__name__}); is this a MemClaw endpoint?"
+        )
+    target.info = dict(version.body) if version.ok else {}
+    probe = await client.list_memories(target.tenant, limit=1)
+    if probe.status in (401, 403):
+        hint = f"check {ENV_KEY} and {ENV_TENANT}" if target.kind == "live" else "tenant key"
+        raise TargetError(
+            f"{target.base_url} rejected the credential for tenant "
+            f"{target.tenant.tenant_id!r} ({probe.error}); {hint}"
+        )
+    if probe.status is None:
+        raise TargetError(f"{target.base_url} stopped answering ({probe.error})")
+    if probe.ok and not (isinstance(probe.body, dict) and "items" in probe.body):
+        raise TargetError(
+            f"GET /api/v1/memories at {target.base_url} answered an unexpected shape; "
+            "is this a MemClaw-compatible endpoint?"
+        )
