@@ -17,13 +17,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import httpx
-from fleetprobe.pacing import PacerSet
 from tenacity import (
     AsyncRetrying,
     retry_if_result,
     stop_after_attempt,
     wait_exponential,
 )
+
+from fleetprobe.pacing import PacerSet
 
 API = "/api/v1"
 ERROR_MAX_CHARS = 160

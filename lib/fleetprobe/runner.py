@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from tqdm import tqdm
+
 from fleetprobe.client import MemClawClient, Result, RetryPolicy
 from fleetprobe.plans import new_nonce
 from fleetprobe.targets import Target, TargetError, TargetParams, open_target, preflight
 from fleetprobe.trace import Trace
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from tqdm import tqdm
 
 log = logging.getLogger("fleetprobe")
 T = TypeVar("T")

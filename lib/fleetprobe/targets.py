@@ -15,8 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fleetprobe.client import Credential, MemClawClient
 from pydantic import BaseModel, ConfigDict
+
+from fleetprobe.client import Credential, MemClawClient
 
 ENV_URL = "MEMCLAW_API_URL"
 ENV_KEY = "MEMCLAW_API_KEY"
