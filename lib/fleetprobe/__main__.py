@@ -1,0 +1,5 @@
+import sys
+
+from fleetprobe.cli import main
+
+sys.exit(main())
