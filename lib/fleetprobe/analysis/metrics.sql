@@ -124,10 +124,11 @@ CREATE VIEW leakage_reprobe_trust2_cross_fleet AS
 SELECT run_id, sum(returned) AS numerator, sum(probes) AS denominator
 FROM leakage_reprobe WHERE trust = 2 AND relation = 'cross_fleet' GROUP BY run_id;
 
--- same-fleet control re-probes that returned the row (paper 12/12)
+-- same-fleet controls of the trust-1 denial: trust-1 same-fleet re-probes that returned the
+-- row (paper 12/12 = 4 fleets x 3 rows; trust-2 same-fleet reads are in leakage_reprobe)
 CREATE VIEW leakage_reprobe_same_fleet AS
 SELECT run_id, sum(returned) AS numerator, sum(probes) AS denominator
-FROM leakage_reprobe WHERE relation IN ('same_fleet', 'same_agent') GROUP BY run_id;
+FROM leakage_reprobe WHERE trust = 1 AND relation = 'same_fleet' GROUP BY run_id;
 
 -- all re-probes that leaked (paper 0/96)
 CREATE VIEW leakage_reprobe_leaks AS

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pandas as pd
+
 from fleetprobe.analysis import db
 from fleetprobe.analysis.stats import wilson
 

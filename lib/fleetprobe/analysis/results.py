@@ -1,0 +1,157 @@
+"""The measured metrics of a traces root, with the paper's values and the canonical runs.
+
+`Results` is what tables, figures and the verdict read: the long-form rate and latency
+tables from the metric views, the paper's claims from paper_values.yaml, and which run is
+canonical for each experiment and profile.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import yaml
+
+from fleetprobe.analysis import db
+from fleetprobe.analysis.stats import Rate, rate
+from fleetprobe.analysis.summary import latency_table, rate_table
+
+PAPER_VALUES = Path(__file__).with_name("paper_values.yaml")
+PROFILES = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "naive")
+EXPERIMENTS = ("leakage", "provenance", "propagation", "contradiction")
+
+
+def load_paper_values(path: Path = PAPER_VALUES) -> dict[str, Any]:
+    """paper_values.yaml as a dict; claims keep their file order."""
+    return yaml.safe_load(Path(path).read_text())
+
+
+@dataclass
+class Results:
+    """Every measured number under one traces root, ready for lookup by claim and run."""
+
+    con: duckdb.DuckDBPyConnection
+    paper: dict[str, Any]
+    selected: Sequence[str] = field(default_factory=tuple)
+
+    @classmethod
+    def load(cls, traces_root: Path, run_ids: Iterable[str] | None = None,
+             paper_values: Path = PAPER_VALUES) -> Results:
+        """Read every run under traces_root; `run_ids` makes those the canonical runs."""
+        return cls(db.connect(Path(traces_root)), load_paper_values(paper_values),
+                   tuple(run_ids or ()))
+
+    @cached_property
+    def runs(self) -> pd.DataFrame:
+        frame = self.con.execute("SELECT * FROM runs ORDER BY run_id").df()
+        frame["paper_scale"] = [self._is_paper_scale(r.experiment, r.planned)
+                                for r in frame.itertuples()]
+        return frame
+
+    @cached_property
+    def rates(self) -> pd.DataFrame:
+        return rate_table(self.con)
+
+    @cached_property
+    def latencies(self) -> pd.DataFrame:
+        return latency_table(self.con)
+
+    @property
+    def claims(self) -> list[dict[str, Any]]:
+        return self.paper["claims"]
+
+    def view(self, name: str, run_ids: Sequence[str] | None = None) -> pd.DataFrame:
+        """Rows of one metric view, optionally only for some runs."""
+        frame = self.con.execute(f'SELECT * FROM "{name}"').df()
+        if run_ids is not None:
+            frame = frame[frame.run_id.isin(list(run_ids))]
+        return frame.reset_index(drop=True)
+
+    # ------------------------------------------------------------------ canonical runs
+
+    @cached_property
+    def canonical(self) -> pd.DataFrame:
+        """One run per (experiment, profile): the chosen ones if any were named, else the
+        latest complete run at paper scale, falling back to the latest complete run and then
+        the latest run at all (the `basis` column says which rule picked it)."""
+        runs = self.runs[self.runs.experiment.notna()].copy()
+        if self.selected:
+            chosen = runs[runs.run_id.isin(self.selected)].assign(basis="selected")
+            return chosen.reset_index(drop=True)
+        runs["order"] = runs.started_at.fillna("") + runs.run_id
+        picked = []
+        for _, group in runs.groupby(["experiment", "profile"], sort=True):
+            picked.append(_pick_latest(group))
+        if not picked:
+            return runs.assign(basis=pd.Series(dtype=str)).iloc[0:0]
+        return pd.DataFrame(picked).drop(columns="order").reset_index(drop=True)
+
+    def canonical_run(self, experiment: str, profile: str) -> pd.Series | None:
+        rows = self.canonical[(self.canonical.experiment == experiment)
+                              & (self.canonical.profile == profile)]
+        return None if rows.empty else rows.iloc[0]
+
+    def _is_paper_scale(self, experiment: str | None, planned: str | None) -> bool:
+        needed = self.paper.get("paper_scale", {}).get(experiment or "")
+        if not needed or not planned:
+            return False
+        counts = json.loads(planned)
+        return all(int(counts.get(phase, 0)) >= n for phase, n in needed.items())
+
+    # ------------------------------------------------------------------ lookups
+
+    def measured_rate(self, metric: str, run_id: str,
+                      variant: tuple[str, str] | None = None) -> Rate | None:
+        """k of n for a metric in a run (for leakage, in the given or headline variant)."""
+        rows = self._variant_rows(self.rates, metric, run_id, variant)
+        if rows.empty:
+            return None
+        return rate(int(rows.numerator.sum()), int(rows.denominator.sum()))
+
+    def measured_latency(self, metric: str, run_id: str,
+                         variant: tuple[str, str] | None = None) -> dict[str, float] | None:
+        rows = self._variant_rows(self.latencies, metric, run_id, variant)
+        if rows.empty:
+            return None
+        row = rows.iloc[0]
+        return {k: float(row[k]) for k in ("n", "p50", "p95", "p99", "max")
+                if row[k] is not None and not _isnan(row[k])}
+
+    @property
+    def headline_variant(self) -> tuple[str, str]:
+        v = self.paper.get("headline_variant", {})
+        return (v.get("variant_write", "fleet_id"), v.get("variant_search", "fleet_ids"))
+
+    def _variant_rows(self, frame: pd.DataFrame, metric: str, run_id: str,
+                      variant: tuple[str, str] | None) -> pd.DataFrame:
+        rows = frame[(frame.metric == metric) & (frame.run_id == run_id)]
+        if rows.variant_write.notna().any():
+            write, search = variant or self.headline_variant
+            rows = rows[(rows.variant_write == write) & (rows.variant_search == search)]
+        return rows
+
+
+def _pick_latest(group: pd.DataFrame) -> pd.Series:
+    rules = (
+        ("latest complete run at paper scale", group.complete & group.paper_scale),
+        ("latest complete run (not paper scale)", group.complete),
+        ("latest run (incomplete)", pd.Series(True, index=group.index)),
+    )
+    for basis, mask in rules:
+        candidates = group[mask]
+        if not candidates.empty:
+            row = candidates.sort_values("order").iloc[-1].copy()
+            row["basis"] = basis
+            return row
+    raise AssertionError("unreachable: the last rule accepts every run")
+
+
+def _isnan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
