@@ -12,8 +12,9 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from fleetprobe.runner import ParamsError, load_params, run_experiment
+from fleetprobe.runner import ParamsError, load_params, registered_experiments, run_experiment
 from fleetprobe.targets import TargetError
 
 EXIT_USAGE = 2
@@ -30,6 +31,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="overrides", action="append", default=[],
                      metavar="KEY=VALUE", help="override a param, e.g. --set seed=7 "
                      "--set pace_writes_per_s=null (repeatable; dotted keys for nesting)")
+    canon = commands.add_parser(
+        "canonical", help="paper-scale runs of every registered experiment for each profile")
+    canon.add_argument("--params-dir", default="params/reference")
+    canon.add_argument("--profiles", nargs="+", required=True, metavar="PROFILE")
+    canon.add_argument("--set", dest="overrides", action="append", default=[],
+                       metavar="KEY=VALUE", help="override applied to every run")
     commands.add_parser("report", help="tables and figures from existing traces",
                         add_help=False)
     return parser
@@ -42,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="fleetprobe: %(message)s")
     try:
+        if args.command == "canonical":
+            return _canonical(args.params_dir, args.profiles, args.overrides)
         params = load_params(args.params, args.overrides)
         run_dir = run_experiment(args.experiment, params)
     except ParamsError as exc:
@@ -55,6 +64,19 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_INTERRUPTED
     print(run_dir)
+    return 0
+
+
+def _canonical(params_dir: str, profiles: Sequence[str], overrides: Sequence[str]) -> int:
+    """One run per (profile, registered experiment with a params file in params_dir)."""
+    for profile in profiles:
+        for name in registered_experiments():
+            path = Path(params_dir) / f"{name}.yaml"
+            if not path.exists():
+                print(f"fleetprobe: no {path}; skipping {name}", file=sys.stderr)
+                continue
+            params = load_params(path, [*overrides, f"target.profile={profile}"])
+            print(run_experiment(name, params), flush=True)
     return 0
 
 

@@ -172,11 +172,15 @@ def register(cls: E) -> E:
     return cls
 
 
-def get_experiment(name: str) -> Experiment:
-    import fleetprobe.experiments  # noqa: F401 - registers the bundled experiments
+def registered_experiments() -> list[str]:
+    import fleetprobe.experiments  # noqa: F401 - importing registers the bundled experiments
 
-    if name not in EXPERIMENTS:
-        known = ", ".join(sorted(EXPERIMENTS)) or "none"
+    return sorted(EXPERIMENTS)
+
+
+def get_experiment(name: str) -> Experiment:
+    if name not in registered_experiments():
+        known = ", ".join(registered_experiments()) or "none"
         raise ParamsError(f"unknown experiment {name!r} (known: {known})")
     return EXPERIMENTS[name]()
 

@@ -1,0 +1,74 @@
+"""Shared fixtures: the real reference server on a loopback port, fresh tenants, trace dirs.
+
+`reference_server` is one server per test session (profile memclaw-2026-05-30); tests that
+need another profile, other rate limits or a server they may kill call `start_server(...)`,
+which stops whatever it started at the end of the test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleetprobe.targets import Target, target_for_server
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_PROFILE = "memclaw-2026-05-30"
+
+
+def _server(profile: str, extra_args: tuple[str, ...] = (), **kwargs: Any) -> Any:
+    from reference_server.process import ReferenceServer
+
+    return ReferenceServer(profile=profile, extra_args=extra_args, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def reference_server() -> Iterator[Any]:
+    with _server(DEFAULT_PROFILE) as server:
+        yield server
+
+
+@pytest.fixture
+def start_server() -> Iterator[Callable[..., Any]]:
+    """`start_server(profile=..., extra_args=(...))` -> a started ReferenceServer."""
+    started: list[Any] = []
+
+    def start(profile: str = DEFAULT_PROFILE, extra_args: tuple[str, ...] = (),
+              **kwargs: Any) -> Any:
+        server = _server(profile, extra_args, **kwargs)
+        server.start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def target(reference_server: Any) -> Target:
+    """A fresh tenant on the session server, as a runner Target."""
+    return target_for_server(reference_server, DEFAULT_PROFILE)
+
+
+@pytest.fixture
+def traces_root(tmp_path: Path) -> Path:
+    return tmp_path / "traces"
+
+
+def files_containing(root: Path, secrets: set[str]) -> list[Path]:
+    """Every file under root whose bytes contain any of the secrets."""
+    needles = [s.encode() for s in secrets if s]
+    assert needles, "nothing to scan for"
+    return [
+        path for path in root.rglob("*")
+        if path.is_file() and any(n in path.read_bytes() for n in needles)
+    ]
+
+
+@pytest.fixture
+def scan_for_secrets() -> Callable[[Path, set[str]], list[Path]]:
+    """`scan_for_secrets(root, keys)` -> files under root that contain any key."""
+    return files_containing
