@@ -130,6 +130,8 @@ class RunContext:
         try:
             async with asyncio.TaskGroup() as group:
                 tasks = [group.create_task(tracked(c)) for c in coros]
+        except BaseExceptionGroup as group:
+            raise first_failure(group) from group
         finally:
             bar.close()
         return [task.result() for task in tasks]
@@ -210,11 +212,17 @@ def make_client(base_url: str, cp: ClientParams) -> MemClawClient:
     )
 
 
+def first_failure(exc: BaseException) -> BaseException:
+    """The first real failure inside (nested) exception groups, skipping cancellations."""
+    while isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)]
+        exc = inner[0] if inner else exc.exceptions[0]
+    return exc
+
+
 def describe_failure(exc: BaseException) -> str:
     """A one-line reason for `incomplete_reason`."""
-    if isinstance(exc, BaseExceptionGroup):
-        inner = [e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)]
-        return describe_failure(inner[0] if inner else exc.exceptions[0])
+    exc = first_failure(exc)
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted: KeyboardInterrupt (Ctrl-C)"
     if isinstance(exc, asyncio.CancelledError):
