@@ -93,6 +93,17 @@ class Results:
             return runs.assign(basis=pd.Series(dtype=str)).iloc[0:0]
         return pd.DataFrame(picked).drop(columns="order").reset_index(drop=True)
 
+    def comparison_runs(self, experiment: str) -> pd.DataFrame:
+        """Every run of an experiment a cross-run table should show: the selected ones, else
+        the complete paper-scale runs, else the complete runs, else all runs."""
+        runs = self.runs[self.runs.experiment == experiment]
+        if self.selected:
+            return runs[runs.run_id.isin(self.selected)]
+        for mask in (runs.complete & runs.paper_scale, runs.complete):
+            if mask.any():
+                return runs[mask]
+        return runs
+
     def canonical_run(self, experiment: str, profile: str) -> pd.Series | None:
         rows = self.canonical[(self.canonical.experiment == experiment)
                               & (self.canonical.profile == profile)]

@@ -1,0 +1,342 @@
+"""Paper versus reproduction: each claim of paper_values.yaml beside the reproduced number.
+
+Rates: `reproduced` when the paper's and the measured 95% Wilson intervals overlap, else
+`differs` with the reason the data shows. Latencies: `not comparable` unless the run's target
+was live (a reference server's latency says nothing about memclaw.net); against a live target,
+`reproduced` when every percentile the paper states is within a factor of two. A claim whose
+run or metric is absent from the traces is `not measured`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fleetprobe.analysis.results import Results
+from fleetprobe.analysis.stats import Rate, rate
+
+REPRODUCED, DIFFERS, NOT_COMPARABLE, NOT_MEASURED = (
+    "reproduced", "differs", "not comparable", "not measured")
+LIVE_LATENCY_FACTOR = 2.0
+PAPER_SEARCH_LEAK = ((72, 164), (4, 28))
+
+
+@dataclass
+class Verdict:
+    claim_id: str
+    label: str
+    section: str
+    profile: str
+    paper: str
+    measured: str
+    status: str
+    reason: str
+    run_ids: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------ formatting
+
+
+def fmt_rate(r: Rate | None) -> str:
+    if r is None:
+        return "-"
+    if r.n == 0:
+        return "0/0"
+    return f"{r.k}/{r.n} = {r.value:.3f} [{r.low:.3f}, {r.high:.3f}]"
+
+
+def fmt_latency(values: dict[str, float] | None, keys: tuple[str, ...] = ("p50", "p95", "p99"),
+                ) -> str:
+    if not values:
+        return "-"
+    parts = [f"{k} {values[k]:,.0f}" for k in keys if k in values and not math.isnan(values[k])]
+    return " / ".join(parts) + " ms"
+
+
+def paper_rate(claim: dict[str, Any]) -> Rate:
+    return rate(claim["k"], claim["n"])
+
+
+def latency_keys(claim: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(k for k in ("p50", "p95", "p99", "max") if k in claim)
+
+
+def experiment_of(claim: dict[str, Any]) -> str:
+    return claim["metric"].split("_", 1)[0]
+
+
+# ------------------------------------------------------------------------------ judging
+
+
+def judge_all(results: Results) -> list[Verdict]:
+    return [judge(results, claim) for claim in results.claims]
+
+
+def judge(results: Results, claim: dict[str, Any]) -> Verdict:
+    """The verdict on one claim, against the canonical run of its experiment and profile."""
+    run = results.canonical_run(experiment_of(claim), claim["profile"])
+    base = Verdict(claim["id"], claim["label"], claim["section"], claim["profile"],
+                   paper_text(claim), "-", NOT_MEASURED, "", [])
+    if run is None:
+        base.reason = f"no {experiment_of(claim)} run for profile {claim['profile']}"
+        return base
+    base.run_ids = [run.run_id]
+    judged = JUDGES[claim["kind"]](results, claim, run, base)
+    if run.basis != "latest complete run at paper scale" and judged.status != NOT_MEASURED:
+        judged.reason = f"{judged.reason}; run chosen as {run.basis}".lstrip("; ")
+    return judged
+
+
+def paper_text(claim: dict[str, Any]) -> str:
+    if claim["kind"] in ("rate", "admission"):
+        return fmt_rate(paper_rate(claim))
+    if claim["kind"] == "latency":
+        return fmt_latency(claim, latency_keys(claim))
+    return f"returned={claim['returned']} (HTTP {claim['status']})"
+
+
+def _judge_rate(results: Results, claim, run, verdict: Verdict) -> Verdict:
+    measured = results.measured_rate(claim["metric"], run.run_id)
+    if measured is None or measured.n == 0:
+        verdict.reason = f"run {run.run_id} has no events for {claim['metric']}"
+        return verdict
+    verdict.measured = fmt_rate(measured)
+    if measured.overlaps(paper_rate(claim)):
+        verdict.status, verdict.reason = REPRODUCED, "95% Wilson intervals overlap"
+    else:
+        verdict.status = DIFFERS
+        context = data_context(results, claim, run.run_id)
+        verdict.reason = "; ".join(["95% Wilson intervals do not overlap", *context])
+    return verdict
+
+
+def _judge_latency(results: Results, claim, run, verdict: Verdict) -> Verdict:
+    measured = results.measured_latency(claim["metric"], run.run_id)
+    if not measured:
+        verdict.reason = f"run {run.run_id} has no events for {claim['metric']}"
+        return verdict
+    keys = latency_keys(claim)
+    verdict.measured = fmt_latency(measured, keys) + f" (n={int(measured['n'])})"
+    if run.target_kind != "live":
+        verdict.status = NOT_COMPARABLE
+        verdict.reason = (f"target kind {run.target_kind}: the paper measured memclaw.net, "
+                          "latency is comparable only against a live target")
+        return verdict
+    ratios = {k: measured[k] / claim[k] for k in keys if k in measured and claim[k]}
+    within = all(1 / LIVE_LATENCY_FACTOR <= r <= LIVE_LATENCY_FACTOR for r in ratios.values())
+    verdict.status = REPRODUCED if within else DIFFERS
+    verdict.reason = "live target; measured/paper " + ", ".join(
+        f"{k} x{r:.2f}" for k, r in ratios.items())
+    return verdict
+
+
+def _judge_outcome(results: Results, claim, run, verdict: Verdict) -> Verdict:
+    rows = results.view("leakage_table3", [run.run_id])
+    rows = rows[(rows.credential == claim["credential"]) & _matches(rows.trust, claim["trust"])
+                & _matches(rows.relation, claim["relation"])]
+    probes = int(rows.probes.sum())
+    if probes == 0:
+        verdict.reason = f"run {run.run_id} has no such Table 3 probe"
+        return verdict
+    returned = int(rows.returned.sum())
+    statuses = "/".join(sorted(set("/".join(rows.statuses.dropna()).split("/")) - {""}))
+    verdict.measured = f"returned {returned}/{probes} (HTTP {statuses or 'none'})"
+    same = returned == probes if claim["returned"] else returned == 0
+    verdict.status = REPRODUCED if same else DIFFERS
+    verdict.reason = "same outcome" if same else "the probe's outcome differs from the paper's"
+    return verdict
+
+
+def _judge_admission(results: Results, claim, run, verdict: Verdict) -> Verdict:
+    """The rejected share by Wilson overlap, and the dominant reject reason by name."""
+    verdict = _judge_rate(results, claim, run, verdict)
+    if verdict.status == NOT_MEASURED:
+        return verdict
+    reasons = reject_reason_counts(results, run.run_id)
+    dominant = next(iter(reasons), None)
+    if dominant != claim["dominant_reason"]:
+        verdict.status = DIFFERS
+        verdict.reason += f"; dominant reject reason {dominant}, paper {claim['dominant_reason']}"
+    elif verdict.status == REPRODUCED:
+        verdict.reason += f"; dominant reject reason {dominant} as in the paper; rejections " + (
+            ", ".join(f"{k} {v}" for k, v in reasons.items()))
+    return verdict
+
+
+JUDGES = {"rate": _judge_rate, "latency": _judge_latency, "outcome": _judge_outcome,
+          "admission": _judge_admission}
+
+
+def _matches(column: pd.Series, wanted: Any) -> pd.Series:
+    return column.isna() if wanted is None else column == wanted
+
+
+# ------------------------------------------------------------------------------ context
+
+
+def reject_reason_counts(results: Results, run_id: str) -> dict[str, int]:
+    """Rejected contradiction writes by reason, largest first."""
+    admission = results.view("contradiction_admission", [run_id])
+    rejected = admission[admission.outcome != "admitted"]
+    counts = rejected.groupby("outcome").writes.sum().sort_values(ascending=False)
+    return {str(k): int(v) for k, v in counts.items()}
+
+
+def data_context(results: Results, claim: dict[str, Any], run_id: str) -> list[str]:
+    """What the run's data shows beside a differing rate: admission for contradiction
+    claims, the other search variants for leakage, failed requests for any run."""
+    context = []
+    if claim["metric"].startswith("contradiction_"):
+        admitted = results.measured_rate("contradiction_writes_succeeded", run_id)
+        both = results.measured_rate("contradiction_both_admitted", run_id)
+        reasons = reject_reason_counts(results, run_id)
+        context.append(f"admission: {fmt_rate(admitted).split(' =')[0]} writes admitted, "
+                       f"{fmt_rate(both).split(' =')[0]} fact-runs with both admitted, "
+                       "rejections " + (", ".join(f"{k} {v}" for k, v in reasons.items())
+                                        or "none"))
+    if claim["metric"].startswith("leakage_search"):
+        rows = results.rates[(results.rates.run_id == run_id)
+                             & (results.rates.metric == claim["metric"])]
+        context.append("by variant: " + ", ".join(
+            f"{r.variant_write}/{r.variant_search} {r.numerator}/{r.denominator}"
+            for r in rows.itertuples()))
+    errors = failed_requests(results, run_id)
+    if errors:
+        failed = ", ".join(f"{k} x{v}" for k, v in errors.items())
+        context.append(f"requests failed after retries: {failed}")
+    return context
+
+
+def failed_requests(results: Results, run_id: str, top: int = 3) -> dict[str, int]:
+    """The commonest failures the harness could not answer around: transport errors, 5xx and
+    429 after retries (other 4xx are measurements, e.g. a 409 at admission)."""
+    rows = results.con.execute(
+        "SELECT error, count(*) AS n FROM events WHERE run_id = ? AND error IS NOT NULL "
+        "AND (status IS NULL OR status >= 500 OR status = 429) "
+        "GROUP BY error ORDER BY n DESC, error LIMIT ?", [run_id, top]).fetchall()
+    return {str(error): int(n) for error, n in rows}
+
+
+# ------------------------------------------------------------------------------ hypothesis tests
+
+
+def search_leak_hypothesis(results: Results) -> pd.DataFrame:
+    """Search leak and miss k/n per (run, variant_write, variant_search), and whether it
+    gives the paper's 72/164 and 4/28 (exactly, and by Wilson overlap)."""
+    rates = results.rates
+    runs = results.comparison_runs("leakage")
+    rows = []
+    for (run_id, write, search), group in rates[rates.run_id.isin(runs.run_id)].groupby(
+            ["run_id", "variant_write", "variant_search"], dropna=True):
+        by_metric = group.set_index("metric")
+        leak = _rate_of(by_metric, "leakage_search_leak")
+        miss = _rate_of(by_metric, "leakage_search_miss")
+        if leak is None and miss is None:
+            continue
+        (paper_leak, paper_miss) = (rate(*PAPER_SEARCH_LEAK[0]), rate(*PAPER_SEARCH_LEAK[1]))
+        exact = (leak is not None and miss is not None
+                 and (leak.k, leak.n) == PAPER_SEARCH_LEAK[0]
+                 and (miss.k, miss.n) == PAPER_SEARCH_LEAK[1])
+        overlap = bool(leak and miss and leak.overlaps(paper_leak) and miss.overlaps(paper_miss))
+        rows.append({"run_id": run_id, "profile": group.profile.iloc[0],
+                     "variant_write": write, "variant_search": search,
+                     "search_leak": fmt_rate(leak), "search_miss": fmt_rate(miss),
+                     "gives 72/164 and 4/28": "exactly" if exact else
+                     ("within CI" if overlap else "no")})
+    return pd.DataFrame(rows, columns=["run_id", "profile", "variant_write", "variant_search",
+                                       "search_leak", "search_miss", "gives 72/164 and 4/28"])
+
+
+def contradiction_admission(results: Results) -> pd.DataFrame:
+    """Writes by outcome (admitted or reject reason) per run and prose diversity."""
+    runs = results.comparison_runs("contradiction")
+    admission = results.view("contradiction_admission", list(runs.run_id))
+    if admission.empty:
+        return pd.DataFrame(columns=["run_id", "profile", "prose_diversity", "writes"])
+    admission["prose_diversity"] = admission.prose_diversity.fillna("unrecorded")
+    table = admission.pivot_table(index=["run_id", "prose_diversity"], columns="outcome",
+                                  values="writes", aggfunc="sum", fill_value=0)
+    table["writes"] = table.sum(axis=1)
+    table = table.reset_index()
+    table.columns.name = None
+    table.insert(1, "profile", table.run_id.map(runs.set_index("run_id").profile))
+    return table
+
+
+def _rate_of(by_metric: pd.DataFrame, metric: str) -> Rate | None:
+    if metric not in by_metric.index:
+        return None
+    row = by_metric.loc[metric]
+    return rate(int(row.numerator), int(row.denominator))
+
+
+# ------------------------------------------------------------------------------ REPRODUCTION.md
+
+
+def write_reproduction(results: Results, path: Path,
+                       verdicts: list[Verdict] | None = None) -> Path:
+    """The one-page paper-versus-reproduction report."""
+    verdicts = verdicts if verdicts is not None else judge_all(results)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_reproduction(results, verdicts))
+    return path
+
+
+def render_reproduction(results: Results, verdicts: list[Verdict]) -> str:
+    counts = pd.Series([v.status for v in verdicts]).value_counts()
+    summary = ", ".join(f"{counts.get(s, 0)} {s}"
+                        for s in (REPRODUCED, DIFFERS, NOT_COMPARABLE, NOT_MEASURED))
+    claims = pd.DataFrame([asdict(v) for v in verdicts])
+    claims["claim"] = claims.label + " (" + claims.section + ")"
+    claims["runs"] = claims.run_ids.map(lambda ids: ", ".join(ids) or "-")
+    lines = [
+        "# Paper versus reproduction",
+        "",
+        f"Generated from the traces by `fleetprobe.analysis` ({summary}). Rates are "
+        "`reproduced` when the paper's and the measured 95% Wilson intervals overlap; "
+        "latencies are `not comparable` unless the run's target was live. Each claim is "
+        "compared with the canonical run for its experiment and profile "
+        "(latest complete run at paper scale unless runs were selected explicitly).",
+        "",
+        claims[["claim", "profile", "paper", "measured", "status", "reason", "runs"]]
+        .to_markdown(index=False),
+        "",
+        "## Search-leak hypothesis (paper 8.1; shared/memclaw/SEARCH-LEAK.md)",
+        "",
+        "Which write/search variant yields the paper's 72/164 search leaks and 4/28 misses:",
+        "",
+        _markdown_or_note(search_leak_hypothesis(results), "no leakage run measured search"),
+        "",
+        _hypothesis_conclusion(search_leak_hypothesis(results)),
+        "",
+        "## Contradiction admission (paper 8, 9.2: 206/400 rejected, mostly exact duplicates)",
+        "",
+        _markdown_or_note(contradiction_admission(results), "no contradiction run in the traces"),
+        "",
+        "## Runs",
+        "",
+        _markdown_or_note(results.canonical[["experiment", "profile", "run_id", "target_kind",
+                                             "complete", "basis"]], "no runs in the traces"),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _hypothesis_conclusion(table: pd.DataFrame) -> str:
+    if table.empty:
+        return "Not tested: no leakage run with search probes."
+    exact = table[table["gives 72/164 and 4/28"] == "exactly"]
+    if exact.empty:
+        return "No measured variant gives exactly 72/164 and 4/28."
+    found = sorted({f"`{r.variant_write}` x `{r.variant_search}` ({r.profile})"
+                    for r in exact.itertuples()})
+    return "Exactly 72/164 and 4/28: " + "; ".join(found) + "."
+
+
+def _markdown_or_note(frame: pd.DataFrame, note: str) -> str:
+    return f"_{note}._" if frame.empty else frame.to_markdown(index=False)
