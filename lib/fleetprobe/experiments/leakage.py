@@ -1,33 +1,57 @@
-"""Leakage experiment (paper section 7.1, Table 3, section 9.1 remediation re-probe).
+"""Leakage experiment (paper section 7.1, Table 2 leakage rows, Table 3, section 9.1).
 
 Three probe families, each judged only from what the server returned:
 
-- bulk: F fleets x K agents; each fleet's owner writes a fleet-scoped and an agent-scoped
-  secret; every agent probes every secret by search and by GET-by-id with the tenant key.
-  Run once per search-leak hypothesis variant (`variant_write` x `variant_search`, see
-  `shared/memclaw/SEARCH-LEAK.md`), each in its own fleet namespace.
-- agent_probe (Table 3): agent keys at trust 1 and 2 in fleet-0 GET a fleet-1 row, plus the
-  same-fleet control and the tenant key.
-- reprobe (section 9.1): per fleet a trust-1 and a trust-2 agent key each GET every fleet's
-  target rows.
+- bulk (`probe`): F fleets x K agents; each fleet's owner writes a fleet-scoped and an
+  agent-scoped secret (canary in metadata, distinct prose); every agent probes every secret
+  by search (its fleet in `fleet_ids`, query = the secret's prose) and by GET-by-id, with
+  the tenant key. Run once per search-leak hypothesis variant (`variant_write` x
+  `variant_search`, `shared/memclaw/SEARCH-LEAK.md` sections 3 and 5.10), each variant in a
+  fleet namespace of its own so variants cannot see each other's secrets through scope.
+- Table 3 (`agent_probe`): agent keys self-provisioned at trust 1 and 2 in fleet-0 GET a
+  fleet-1 row, plus the trust-1 same-fleet control and the tenant key.
+- remediation re-probe (`reprobe`, paper 9.1): per fleet a trust-1 and a trust-2 agent key,
+  each GETs every fleet's target rows (paper: 4 fleets x 3 rows, 96 probes).
+
+Ground truth comes from the scope rules (a fleet secret is for its fleet, an agent secret for
+its author; cross-fleet GET needs trust >= 2). `returned` is observed (the probed row, by id
+or canary, in the answer); `leak`/`miss` follow from `expected` and `returned` (`judge`).
+An answer that never arrived (transport error, 5xx or 429 after retries) stays unjudged.
 """
 
 from __future__ import annotations
 
-import random
+import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from itertools import product
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-EXPERIMENT = "leakage"
+from pydantic import Field, field_validator
 
-VARIANTS_WRITE = ("fleet_id", "no_fleet")
-VARIANTS_SEARCH = ("fleet_ids", "fleet_id_singular")
-DEFAULT_VARIANT = ("fleet_id", "fleet_ids")
+from fleetprobe.client import Credential, Result
+from fleetprobe.plans import rng, salted, scoped
+from fleetprobe.runner import (
+    Checker,
+    Experiment,
+    ExperimentParams,
+    Phase,
+    RunContext,
+    register,
+)
 
-# Word banks for substantively distinct secret prose: each secret draws its own words, so
-# two secrets share little vocabulary and a search for one secret's prose ranks it first.
+VariantWrite = Literal["fleet_id", "no_fleet"]
+VariantSearch = Literal["fleet_ids", "fleet_id_singular"]
+ALL_VARIANTS: tuple[tuple[str, str], ...] = (
+    ("fleet_id", "fleet_ids"),
+    ("no_fleet", "fleet_ids"),
+    ("fleet_id", "fleet_id_singular"),
+    ("no_fleet", "fleet_id_singular"),
+)
+# Status codes that say "this service has no such endpoint": skip, never fake.
+ENDPOINT_MISSING = frozenset({404, 405, 501})
+
+# Word banks for substantively distinct prose: each row draws its own template and words, so
+# rows share little vocabulary and a search for one row's prose ranks that row first.
 _PROJECTS = (
     "Aurora", "Basalt", "Cobalt", "Driftwood", "Ember", "Falcon", "Granite", "Harbor",
     "Indigo", "Juniper", "Kestrel", "Lantern", "Meridian", "Nimbus", "Obsidian", "Pelican",
@@ -63,6 +87,36 @@ _NOUNS_C = (
 )
 
 
+class LeakageParams(ExperimentParams):
+    fleets: int = Field(4, ge=2, description="F: fleets per variant namespace")
+    agents_per_fleet: int = Field(6, ge=1, description="K: agents per fleet; the first owns")
+    # [[variant_write, variant_search], ...]: each pair runs the bulk matrix in its own
+    # namespace. The paper's harness as documented is [fleet_id, fleet_ids].
+    variants: list[tuple[VariantWrite, VariantSearch]] = Field(
+        default_factory=lambda: [("fleet_id", "fleet_ids")], min_length=1
+    )
+    search_top_k: int = Field(5, ge=1, le=20)
+    # The paper's probes sent no filter_agent_id (that is what yields the 4/28 misses).
+    search_filter_agent_id: bool = False
+    agent_probe: bool = True  # Table 3
+    reprobe: bool = True  # section 9.1 re-probe
+    reprobe_fleets: int = Field(4, ge=2)
+    reprobe_rows_per_fleet: int = Field(3, ge=1)
+    settle_s: float = Field(1.0, ge=0, description="wait between the writes and the probes")
+
+    @field_validator("variants")
+    @classmethod
+    def _distinct_variants(cls, value: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        duplicates = {tuple(v) for v in value if value.count(v) > 1}
+        if duplicates:
+            raise ValueError(f"variants listed more than once: {sorted(duplicates)}")
+        return value
+
+
+# ------------------------------------------------------------------------------ plan
+# Plan-level names (stable for a seed); `scoped(name, nonce)` makes them run-unique on the wire.
+
+
 @dataclass(frozen=True)
 class PlanAgent:
     agent_id: str
@@ -71,24 +125,28 @@ class PlanAgent:
 
 
 @dataclass(frozen=True)
-class Secret:
-    """One secret row to write: who writes it, where, and how to recognise it later."""
+class PlannedRow:
+    """A row to write (a bulk secret, or a Table 3 / re-probe target) and recognise later."""
 
-    secret_id: str
-    secret_scope: str  # fleet / agent
+    row_id: str
+    scope: str  # fleet / agent
     writer_agent: str
     writer_fleet: str
     content: str
-    canary: str
+    variant_write: str = "fleet_id"
+
+    @property
+    def visibility(self) -> str:
+        return "scope_agent" if self.scope == "agent" else "scope_team"
 
 
 @dataclass(frozen=True)
 class BulkProbe:
-    """One (prober, secret) pair; probed once per axis."""
+    """One (prober, secret) pair, probed once per axis with the tenant key."""
 
     prober_agent: str
     prober_fleet: str
-    secret_id: str
+    row_id: str
     secret_scope: str
     target_fleet: str
     relation: str  # same_agent / same_fleet / cross_fleet
@@ -97,19 +155,16 @@ class BulkProbe:
 
 @dataclass(frozen=True)
 class VariantBlock:
-    """The bulk matrix for one hypothesis variant, in its own fleet namespace."""
-
     variant_write: str
     variant_search: str
-    namespace: str
     agents: tuple[PlanAgent, ...]
-    secrets: tuple[Secret, ...]
+    rows: tuple[PlannedRow, ...]
     probes: tuple[BulkProbe, ...]
 
 
 @dataclass(frozen=True)
 class KeyedAgent:
-    """An agent that gets its own provisioned agent key."""
+    """An agent that gets its own self-provisioned agent key."""
 
     agent_id: str
     fleet_id: str
@@ -117,17 +172,8 @@ class KeyedAgent:
 
 
 @dataclass(frozen=True)
-class TargetRow:
-    row_id: str
-    fleet_id: str
-    writer_agent: str
-    content: str
-    canary: str
-
-
-@dataclass(frozen=True)
 class AgentProbe:
-    """A GET-by-id probe with an agent key (Table 3 or re-probe), or the tenant key (Table 3)."""
+    """A GET-by-id probe: an agent key (Table 3, re-probe) or the tenant key (Table 3)."""
 
     credential: str  # tenant / agent
     trust: int | None
@@ -135,17 +181,13 @@ class AgentProbe:
     prober_fleet: str | None
     row_id: str
     target_fleet: str
-    relation: str | None  # same_fleet / cross_fleet; None for the tenant key
+    relation: str | None  # same_fleet / cross_fleet; None for the fleet-less tenant key
     expected: str
 
 
 @dataclass(frozen=True)
 class AgentBlock:
-    """Rows and agent keys for Table 3 and the re-probe (one namespace of its own)."""
-
-    namespace: str
-    writers: tuple[PlanAgent, ...]
-    rows: tuple[TargetRow, ...]
+    rows: tuple[PlannedRow, ...]
     keyed_agents: tuple[KeyedAgent, ...]
     table3: tuple[AgentProbe, ...]
     reprobe: tuple[AgentProbe, ...]
@@ -153,33 +195,26 @@ class AgentBlock:
 
 @dataclass(frozen=True)
 class LeakagePlan:
-    seed: int
-    nonce: str
     blocks: tuple[VariantBlock, ...]
     agent_block: AgentBlock | None
-    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def all_rows(self) -> list[PlannedRow]:
+        rows = [r for b in self.blocks for r in b.rows]
+        return rows + list(self.agent_block.rows if self.agent_block else ())
 
     def planned_counts(self) -> dict[str, int]:
-        """Planned events per phase, for the manifest's planned-vs-executed counts."""
-        axes = len(self.axes)
+        """Planned events per EVENTS.md phase (the manifest's `planned`)."""
         counts = {
-            "write": sum(len(b.secrets) for b in self.blocks),
-            "probe": sum(len(b.probes) for b in self.blocks) * axes,
+            "write": len(self.all_rows()),
+            "probe": 2 * sum(len(b.probes) for b in self.blocks),  # two axes
         }
         if self.agent_block is not None:
             ab = self.agent_block
-            counts["write"] += len(ab.rows)
             counts["whoami"] = 1 + len(ab.keyed_agents)
+            counts["provision"] = len(ab.keyed_agents)
             counts["agent_probe"] = len(ab.table3)
             counts["reprobe"] = len(ab.reprobe)
         return counts
-
-    @property
-    def axes(self) -> tuple[str, ...]:
-        return tuple(self.params.get("axes", ("get", "search")))
-
-
-# ---------------------------------------------------------------- ground truth (scope rules)
 
 
 def relation_of(prober_agent: str, prober_fleet: str, writer_agent: str, target_fleet: str) -> str:
@@ -195,182 +230,113 @@ def expected_bulk(secret_scope: str, relation: str) -> str:
     return "deny" if relation == "cross_fleet" else "allow"
 
 
-def expected_agent_get(relation: str, trust: int | None) -> str:
+def expected_agent_get(relation: str | None, trust: int | None) -> str:
     """Trust ladder (paper 7.1) for a fleet-scoped row: cross-fleet read needs trust >= 2.
-
-    The tenant key (trust None) carries tenant-wide authority, so it is expected to read.
-    """
+    The tenant key (trust None) carries tenant-wide authority, so it is expected to read."""
     if trust is None or relation == "same_fleet":
         return "allow"
     return "allow" if trust >= 2 else "deny"
 
 
-# ------------------------------------------------------------------------------ plan
-
-
-def normalise_variants(variants: Iterable[Sequence[str]] | None) -> list[tuple[str, str]]:
-    """Validate `variants: [[write, search], ...]`; `"all"` means the four combinations."""
-    if variants is None:
-        return [DEFAULT_VARIANT]
-    if variants == "all":
-        return list(product(VARIANTS_WRITE, VARIANTS_SEARCH))
-    out: list[tuple[str, str]] = []
-    for pair in variants:
-        write, search = pair
-        if write not in VARIANTS_WRITE:
-            raise ValueError(f"variant_write must be one of {VARIANTS_WRITE}, got {write!r}")
-        if search not in VARIANTS_SEARCH:
-            raise ValueError(f"variant_search must be one of {VARIANTS_SEARCH}, got {search!r}")
-        if (write, search) in out:
-            raise ValueError(f"variant {[write, search]} is listed twice")
-        out.append((write, search))
-    if not out:
-        raise ValueError("variants must list at least one [variant_write, variant_search] pair")
-    return out
-
-
-def _secret_prose(rng: random.Random, index: int, secret_id: str) -> str:
-    """Distinct prose per secret; the id (salted by the nonce) makes reruns write fresh rows."""
-    template = _TEMPLATES[index % len(_TEMPLATES)]
-    text = template.format(
-        p=rng.choice(_PROJECTS),
-        a=rng.choice(_NOUNS_A),
-        b=rng.choice(_NOUNS_B),
-        c=rng.choice(_NOUNS_C),
-        n=rng.randint(11, 989),
+def prose(seed: int, index: int, row_id: str) -> str:
+    """Distinct prose per row, fixed by the seed; `index` picks the template."""
+    draw = rng(seed, f"leakage:prose:{row_id}")
+    text = _TEMPLATES[index % len(_TEMPLATES)].format(
+        p=draw.choice(_PROJECTS),
+        a=draw.choice(_NOUNS_A),
+        b=draw.choice(_NOUNS_B),
+        c=draw.choice(_NOUNS_C),
+        n=draw.randint(11, 989),
     )
-    return f"{text} Ref {secret_id}."
+    return f"{text} Ref {row_id}."
 
 
-def _canary(nonce: str, secret_id: str) -> str:
-    return f"canary-{nonce}-{secret_id}"
-
-
-def _agents(namespace: str, fleets: int, agents_per_fleet: int) -> list[PlanAgent]:
-    return [
-        PlanAgent(f"{namespace}-f{f}-a{a}", f"{namespace}-fleet-{f}", a == 0)
+def _variant_block(seed: int, index: int, variant: tuple[str, str], fleets: int,
+                   agents_per_fleet: int) -> VariantBlock:
+    ns = f"lk-v{index}"
+    agents = [
+        PlanAgent(f"{ns}-f{f}-a{a}", f"{ns}-fleet-{f}", a == 0)
         for f in range(fleets)
         for a in range(agents_per_fleet)
     ]
-
-
-def _bulk_probes(agents: Sequence[PlanAgent], secrets: Sequence[Secret]) -> list[BulkProbe]:
-    probes = []
-    for agent in agents:
-        for s in secrets:
-            rel = relation_of(agent.agent_id, agent.fleet_id, s.writer_agent, s.writer_fleet)
-            probes.append(
-                BulkProbe(agent.agent_id, agent.fleet_id, s.secret_id, s.secret_scope,
-                          s.writer_fleet, rel, expected_bulk(s.secret_scope, rel))
-            )
-    return probes
-
-
-def _variant_block(
-    rng: random.Random, nonce: str, index: int, variant: tuple[str, str],
-    fleets: int, agents_per_fleet: int, prose_offset: int,
-) -> VariantBlock:
-    namespace = f"lk{nonce}-v{index}"
-    agents = _agents(namespace, fleets, agents_per_fleet)
-    secrets = []
+    rows: list[PlannedRow] = []
     for owner in (a for a in agents if a.is_owner):
         for scope in ("fleet", "agent"):
-            sid = f"{owner.fleet_id}-{scope}"
-            prose = _secret_prose(rng, prose_offset + len(secrets), sid)
-            secrets.append(Secret(sid, scope, owner.agent_id, owner.fleet_id, prose,
-                                  _canary(nonce, sid)))
-    return VariantBlock(variant[0], variant[1], namespace, tuple(agents), tuple(secrets),
-                        tuple(_bulk_probes(agents, secrets)))
+            row_id = f"{owner.fleet_id}-{scope}"
+            rows.append(PlannedRow(row_id, scope, owner.agent_id, owner.fleet_id,
+                                   prose(seed, len(rows), row_id), variant[0]))
+    probes = []
+    for agent in agents:
+        for row in rows:
+            rel = relation_of(agent.agent_id, agent.fleet_id, row.writer_agent, row.writer_fleet)
+            probes.append(BulkProbe(agent.agent_id, agent.fleet_id, row.row_id, row.scope,
+                                    row.writer_fleet, rel, expected_bulk(row.scope, rel)))
+    return VariantBlock(variant[0], variant[1], tuple(agents), tuple(rows), tuple(probes))
 
 
-def _agent_block(
-    rng: random.Random, nonce: str, fleets: int, rows_per_fleet: int, reprobe: bool,
-    prose_offset: int,
-) -> AgentBlock:
-    namespace = f"lk{nonce}-keys"
-    fleet_ids = [f"{namespace}-fleet-{f}" for f in range(fleets)]
-    writers = [PlanAgent(f"{namespace}-f{f}-writer", fid, True) for f, fid in enumerate(fleet_ids)]
-    rows = []
-    for writer in writers:
-        for r in range(rows_per_fleet):
-            rid = f"{writer.fleet_id}-row{r}"
-            prose = _secret_prose(rng, prose_offset + len(rows), rid)
-            canary = _canary(nonce, rid)
-            rows.append(TargetRow(rid, writer.fleet_id, writer.agent_id, prose, canary))
-    keyed = [
-        KeyedAgent(f"{namespace}-f{f}-t{trust}", fid, trust)
-        for f, fid in enumerate(fleet_ids)
-        for trust in (1, 2)
-    ]
-    return AgentBlock(namespace, tuple(writers), tuple(rows), tuple(keyed),
-                      tuple(_table3_probes(rows, keyed, fleet_ids)),
-                      tuple(_reprobe_probes(rows, keyed)) if reprobe else ())
-
-
-def _agent_get_probe(agent: KeyedAgent, row: TargetRow) -> AgentProbe:
-    relation = "same_fleet" if row.fleet_id == agent.fleet_id else "cross_fleet"
+def _agent_get_probe(agent: KeyedAgent, row: PlannedRow) -> AgentProbe:
+    relation = "same_fleet" if row.writer_fleet == agent.fleet_id else "cross_fleet"
     return AgentProbe("agent", agent.trust, agent.agent_id, agent.fleet_id, row.row_id,
-                      row.fleet_id, relation, expected_agent_get(relation, agent.trust))
+                      row.writer_fleet, relation, expected_agent_get(relation, agent.trust))
 
 
-def _tenant_get_probe(row: TargetRow) -> AgentProbe:
-    """The tenant key has no fleet, so no relation; its authority is tenant-wide (allow)."""
-    return AgentProbe("tenant", None, None, None, row.row_id, row.fleet_id, None,
-                      expected_agent_get("cross_fleet", None))
-
-
-def _table3_probes(
-    rows: Sequence[TargetRow], keyed: Sequence[KeyedAgent], fleet_ids: Sequence[str]
-) -> list[AgentProbe]:
-    """Table 3: tenant key, trust-1 and trust-2 fleet-0 agents on a fleet-1 row; t1 control."""
-    home, other = fleet_ids[0], fleet_ids[1]
-    cross_row = next(r for r in rows if r.fleet_id == other)
-    home_row = next(r for r in rows if r.fleet_id == home)
-    t1 = next(a for a in keyed if a.fleet_id == home and a.trust == 1)
-    t2 = next(a for a in keyed if a.fleet_id == home and a.trust == 2)
-    return [
-        _tenant_get_probe(cross_row),
-        _agent_get_probe(t1, cross_row),
-        _agent_get_probe(t2, cross_row),
-        _agent_get_probe(t1, home_row),
+def _agent_block(seed: int, fleets: int, rows_per_fleet: int, reprobe: bool,
+                 agent_probe: bool) -> AgentBlock:
+    ns = "lk-keys"
+    fleet_ids = [f"{ns}-fleet-{f}" for f in range(fleets)]
+    rows = [
+        PlannedRow(f"{fid}-row{r}", "fleet", f"{ns}-f{f}-writer", fid,
+                   prose(seed, f * rows_per_fleet + r, f"{fid}-row{r}"))
+        for f, fid in enumerate(fleet_ids)
+        for r in range(rows_per_fleet)
     ]
+    key_fleets = fleet_ids if reprobe else fleet_ids[:1]
+    keyed = [KeyedAgent(f"{ns}-f{f}-t{t}", fid, t) for f, fid in enumerate(key_fleets)
+             for t in (1, 2)]
+    table3: list[AgentProbe] = []
+    if agent_probe:
+        home_row = next(r for r in rows if r.writer_fleet == fleet_ids[0])
+        cross_row = next(r for r in rows if r.writer_fleet == fleet_ids[1])
+        t1, t2 = keyed[0], keyed[1]
+        table3 = [
+            AgentProbe("tenant", None, None, None, cross_row.row_id, cross_row.writer_fleet,
+                       None, expected_agent_get(None, None)),
+            _agent_get_probe(t1, cross_row),
+            _agent_get_probe(t2, cross_row),
+            _agent_get_probe(t1, home_row),
+        ]
+    reprobes = [_agent_get_probe(a, row) for a in keyed for row in rows] if reprobe else []
+    return AgentBlock(tuple(rows), tuple(keyed), tuple(table3), tuple(reprobes))
 
 
-def _reprobe_probes(rows: Sequence[TargetRow], keyed: Sequence[KeyedAgent]) -> list[AgentProbe]:
-    return [_agent_get_probe(agent, row) for agent in keyed for row in rows]
-
-
-def build_plan(params: Mapping[str, Any], seed: int, nonce: str) -> LeakagePlan:
-    """The whole plan from params and seed; the nonce only salts names and content."""
-    fleets = int(params.get("fleets", 4))
-    agents_per_fleet = int(params.get("agents_per_fleet", 6))
-    if fleets < 2 or agents_per_fleet < 1:
-        raise ValueError("leakage needs fleets >= 2 and agents_per_fleet >= 1")
-    rng = random.Random(seed)
-    blocks = []
-    for index, variant in enumerate(normalise_variants(params.get("variants"))):
-        blocks.append(_variant_block(rng, nonce, index, variant, fleets, agents_per_fleet,
-                                     prose_offset=index * 2 * fleets))
+def make_plan(params: LeakageParams) -> LeakagePlan:
+    """The whole plan from the params and seed (no nonce: that salts the wire only)."""
+    blocks = tuple(
+        _variant_block(params.seed, index, tuple(variant), params.fleets,
+                       params.agents_per_fleet)
+        for index, variant in enumerate(params.variants)
+    )
     agent_block = None
-    if params.get("agent_probe", True) or params.get("reprobe", True):
-        agent_block = _agent_block(
-            rng, nonce, int(params.get("reprobe_fleets", 4)),
-            int(params.get("reprobe_rows_per_fleet", 3)), bool(params.get("reprobe", True)),
-            prose_offset=len(blocks) * 2 * fleets,
-        )
-    return LeakagePlan(seed, nonce, tuple(blocks), agent_block, dict(params))
+    if params.agent_probe or params.reprobe:
+        agent_block = _agent_block(params.seed, params.reprobe_fleets,
+                                   params.reprobe_rows_per_fleet, params.reprobe,
+                                   params.agent_probe)
+    return LeakagePlan(blocks, agent_block)
 
 
-# --------------------------------------------------------------------------- checkers
+# ------------------------------------------------------------------------ checkers
 
 
-def judge(expected: str, returned: bool) -> dict[str, bool]:
-    """leak = returned though expected deny; miss = not returned though expected allow."""
+def judge(expected: str, returned: bool | None) -> dict[str, bool | None]:
+    """leak = returned though expected deny; miss = not returned though expected allow.
+    `returned is None` (no answer to judge) leaves both unjudged."""
+    if returned is None:
+        return {"leak": None, "miss": None}
     return {"leak": returned and expected == "deny", "miss": (not returned) and expected == "allow"}
 
 
 def _row_matches(row: Mapping[str, Any], memory_id: str | None, canary: str) -> bool:
-    metadata = row.get("metadata") or {}
+    metadata = row.get("metadata")
     return (memory_id is not None and row.get("id") == memory_id) or (
         isinstance(metadata, Mapping) and metadata.get("canary") == canary
     )
@@ -389,8 +355,13 @@ def get_returned(status: int | None, body: Any, memory_id: str | None, canary: s
     return status == 200 and isinstance(body, Mapping) and _row_matches(body, memory_id, canary)
 
 
+def answered(result: Result) -> bool:
+    """An answer the probe can be judged on: any status but 429/5xx (after retries)."""
+    return result.status is not None and not result.retryable
+
+
 def tally(events: Iterable[Mapping[str, Any]], phase: str, **where: Any) -> dict[str, int]:
-    """Counts of a phase's judged probes, optionally filtered on event fields."""
+    """Counts of a phase's probes, optionally filtered on event fields (tests, notebook)."""
     out = {"probes": 0, "deny": 0, "allow": 0, "leaks": 0, "misses": 0, "returned": 0}
     for e in events:
         if e.get("phase") != phase or any(e.get(k) != v for k, v in where.items()):
@@ -402,3 +373,213 @@ def tally(events: Iterable[Mapping[str, Any]], phase: str, **where: Any) -> dict
         out["misses"] += bool(e.get("miss"))
         out["returned"] += bool(e.get("returned"))
     return out
+
+
+# -------------------------------------------------------------------------- phases
+
+
+def canary_for(row_id: str, nonce: str) -> str:
+    return f"canary-{nonce}-{row_id}"
+
+
+def _field(body: Any, name: str) -> Any:
+    return body.get(name) if isinstance(body, Mapping) else None
+
+
+async def write_rows(ctx: RunContext) -> None:
+    await ctx.gather([_write_row(ctx, row) for row in ctx.plan.all_rows()], desc="write")
+
+
+async def _write_row(ctx: RunContext, row: PlannedRow) -> None:
+    """`no_fleet`: no fleet_id in the body, and the writer (fresh name) has no home fleet."""
+    memory: dict[str, Any] = {
+        "agent_id": scoped(row.writer_agent, ctx.nonce),
+        "content": salted(row.content, ctx.nonce),
+        "visibility": row.visibility,
+        "metadata": {"canary": canary_for(row.row_id, ctx.nonce), "secret_id": row.row_id},
+    }
+    if row.variant_write == "fleet_id":
+        memory["fleet_id"] = scoped(row.writer_fleet, ctx.nonce)
+    result = await ctx.client.write(ctx.tenant, memory)
+    ctx.record("write", result, secret_id=row.row_id, secret_scope=row.scope,
+               writer_agent=scoped(row.writer_agent, ctx.nonce),
+               writer_fleet=scoped(row.writer_fleet, ctx.nonce),
+               memory_id=_field(result.body, "id") if result.status == 201 else None,
+               stored_fleet_id=_field(result.body, "fleet_id") if result.ok else None,
+               variant_write=row.variant_write)
+
+
+async def settle(ctx: RunContext) -> None:
+    await asyncio.sleep(ctx.params.settle_s)
+
+
+def _written(ctx: RunContext) -> dict[str, str]:
+    """row_id -> memory_id of the rows the server admitted, as recorded."""
+    return {e["secret_id"]: e["memory_id"] for e in ctx.events("write") if e["memory_id"]}
+
+
+def _skip_unwritten(ctx: RunContext, probe: str, row_ids: Iterable[str],
+                    written: Mapping[str, str]) -> None:
+    for row_id in sorted(set(row_ids) - set(written)):
+        ctx.trace.skip(probe, f"{row_id}: not probed, its write was not admitted")
+
+
+async def bulk_probes(ctx: RunContext) -> None:
+    written = _written(ctx)
+    coros = []
+    for block in ctx.plan.blocks:
+        _skip_unwritten(ctx, f"probe {block.variant_write}/{block.variant_search}",
+                        (r.row_id for r in block.rows), written)
+        rows = {r.row_id: r for r in block.rows}
+        for probe in block.probes:
+            if probe.row_id in written:
+                row, memory_id = rows[probe.row_id], written[probe.row_id]
+                coros.append(_get_probe(ctx, block, probe, memory_id))
+                coros.append(_search_probe(ctx, block, probe, row, memory_id))
+    await ctx.gather(coros, desc="probe")
+
+
+def _probe_fields(ctx: RunContext, block: VariantBlock, probe: BulkProbe) -> dict[str, Any]:
+    return {
+        "credential": "tenant", "trust": None,
+        "prober_agent": scoped(probe.prober_agent, ctx.nonce),
+        "prober_fleet": scoped(probe.prober_fleet, ctx.nonce),
+        "secret_id": probe.row_id, "secret_scope": probe.secret_scope,
+        "target_fleet": scoped(probe.target_fleet, ctx.nonce), "relation": probe.relation,
+        "expected": probe.expected, "variant_write": block.variant_write,
+        "variant_search": block.variant_search,
+    }
+
+
+def _record_probe(ctx: RunContext, phase: str, result: Result, returned: bool | None,
+                  expected: str, **fields: Any) -> None:
+    ctx.record(phase, result, expected=expected, returned=returned,
+               **judge(expected, returned), **fields)
+
+
+async def _get_probe(ctx: RunContext, block: VariantBlock, probe: BulkProbe,
+                     memory_id: str) -> None:
+    result = await ctx.client.get(ctx.tenant, memory_id)
+    canary = canary_for(probe.row_id, ctx.nonce)
+    returned = get_returned(result.status, result.body, memory_id, canary) if answered(
+        result) else None
+    fields = _probe_fields(ctx, block, probe)
+    _record_probe(ctx, "probe", result, returned, fields.pop("expected"), axis="get", **fields)
+
+
+def search_body(probe_fleet: str, variant_search: str, query: str, top_k: int,
+                filter_agent_id: str | None) -> dict[str, Any]:
+    """The search request of one probe. `fleet_id_singular` sends the probing fleet under a
+    key MemClaw's SearchRequest ignores (hypothesis M2 of SEARCH-LEAK.md)."""
+    body: dict[str, Any] = {"query": query, "top_k": top_k}
+    if variant_search == "fleet_ids":
+        body["fleet_ids"] = [probe_fleet]
+    else:
+        body["fleet_id"] = probe_fleet
+    if filter_agent_id is not None:
+        body["filter_agent_id"] = filter_agent_id
+    return body
+
+
+async def _search_probe(ctx: RunContext, block: VariantBlock, probe: BulkProbe,
+                        row: PlannedRow, memory_id: str) -> None:
+    prober = scoped(probe.prober_agent, ctx.nonce)
+    body = search_body(scoped(probe.prober_fleet, ctx.nonce), block.variant_search,
+                       salted(row.content, ctx.nonce), ctx.params.search_top_k,
+                       prober if ctx.params.search_filter_agent_id else None)
+    result = await ctx.client.search(ctx.tenant, body)
+    canary = canary_for(probe.row_id, ctx.nonce)
+    returned = search_returned(result.body, memory_id, canary) if answered(result) else None
+    fields = _probe_fields(ctx, block, probe)
+    _record_probe(ctx, "probe", result, returned, fields.pop("expected"), axis="search",
+                  **fields)
+
+
+async def agent_probes(ctx: RunContext) -> None:
+    """whoami (tenant key), provision agent keys, whoami each, then Table 3 and re-probe."""
+    ab: AgentBlock | None = ctx.plan.agent_block
+    if ab is None:
+        return
+    await _whoami(ctx, ctx.tenant, None, None)
+    creds = await _provision_all(ctx, ab.keyed_agents)
+    for agent in ab.keyed_agents:
+        if agent.agent_id in creds:
+            await _whoami(ctx, creds[agent.agent_id], agent.trust, agent.agent_id)
+    written = _written(ctx)
+    _skip_unwritten(ctx, "agent_probe/reprobe", (r.row_id for r in ab.rows), written)
+    for phase, probes in (("agent_probe", ab.table3), ("reprobe", ab.reprobe)):
+        runnable = []
+        for probe in probes:
+            cred = ctx.tenant if probe.credential == "tenant" else creds.get(probe.prober_agent)
+            if cred is not None and probe.row_id in written:
+                runnable.append(_agent_get(ctx, phase, probe, cred, written[probe.row_id]))
+        if probes and not runnable:
+            ctx.trace.skip(phase, "no probe could run: no agent key or no target row")
+        await ctx.gather(runnable, desc=phase)
+
+
+async def _whoami(ctx: RunContext, cred: Credential, trust: int | None,
+                  agent: str | None) -> None:
+    result = await ctx.client.whoami(cred)
+    ctx.record("whoami", result, credential="agent" if agent else "tenant", trust=trust,
+               prober_agent=scoped(agent, ctx.nonce) if agent else None,
+               whoami_agent_id=_field(result.body, "agent_id") if result.ok else None)
+
+
+async def _provision_all(ctx: RunContext, agents: Sequence[KeyedAgent]) -> dict[str, Credential]:
+    """Self-provision one key per agent. A target without the endpoint (live MemClaw without
+    the managed gateway) skips the agent-key probes with the reason, never fakes them."""
+    creds: dict[str, Credential] = {}
+    for agent in agents:
+        result, cred = await ctx.client.provision_agent_key(
+            ctx.tenant, scoped(agent.agent_id, ctx.nonce), initial_trust=agent.trust,
+            initial_fleet=scoped(agent.fleet_id, ctx.nonce), label="fleetprobe leakage",
+        )
+        ctx.record("provision", result, credential="agent", trust=agent.trust,
+                   prober_agent=scoped(agent.agent_id, ctx.nonce),
+                   prober_fleet=scoped(agent.fleet_id, ctx.nonce), provisioned=cred is not None)
+        if cred is not None:
+            creds[agent.agent_id] = cred
+            continue
+        reason = f"agent-key provisioning failed for {agent.agent_id}: {result.error}"
+        if result.status in ENDPOINT_MISSING:
+            ctx.trace.skip("agent_probe/reprobe", f"target has no agent-key provisioning "
+                           f"endpoint ({result.error}); agent-scoped probes not run")
+            return creds
+        ctx.trace.skip("agent_probe/reprobe", reason)
+    return creds
+
+
+async def _agent_get(ctx: RunContext, phase: str, probe: AgentProbe, cred: Credential,
+                     memory_id: str) -> None:
+    result = await ctx.client.get(cred, memory_id)
+    canary = canary_for(probe.row_id, ctx.nonce)
+    returned = get_returned(result.status, result.body, memory_id, canary) if answered(
+        result) else None
+    _record_probe(
+        ctx, phase, result, returned, probe.expected, credential=probe.credential,
+        trust=probe.trust,
+        prober_agent=scoped(probe.prober_agent, ctx.nonce) if probe.prober_agent else None,
+        prober_fleet=scoped(probe.prober_fleet, ctx.nonce) if probe.prober_fleet else None,
+        target_fleet=scoped(probe.target_fleet, ctx.nonce), relation=probe.relation,
+    )
+
+
+@register
+class Leakage(Experiment):
+    name = "leakage"
+    Params = LeakageParams
+
+    def make_plan(self, params: LeakageParams) -> LeakagePlan:
+        return make_plan(params)
+
+    def planned_counts(self, plan: LeakagePlan, params: LeakageParams) -> dict[str, int]:
+        return plan.planned_counts()
+
+    def phases(self) -> list[Phase]:
+        return [write_rows, settle, bulk_probes, agent_probes]
+
+    def checkers(self) -> list[Checker]:
+        # leak/miss are judged per probe by `judge` from the observed `returned` as each
+        # probe event is recorded (EVENTS.md puts them on the probe event itself).
+        return []
