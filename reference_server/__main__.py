@@ -1,0 +1,84 @@
+"""`python -m reference_server --profile P --host 127.0.0.1 --port N --db PATH`.
+
+Env: `REFSERVER_ADMIN_KEY` (admin key), `REFSERVER_TENANT_ID` (default `default`) and
+`REFSERVER_TENANT_KEY` (its key). A key not given by env is generated and printed once to
+stderr; keys given by env are never printed or logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from .app import ServerConfig, build_state, create_app
+from .auth import hash_key, new_raw_key
+from .profiles import DEFAULT_PROFILE, PROFILES, get_profile
+from .ratelimit import parse_rate
+from .state import ServerState
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m reference_server",
+                                description="fleetprobe reference server (MemClaw wire format)")
+    p.add_argument("--profile", default=DEFAULT_PROFILE, choices=sorted(PROFILES))
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--db", type=Path, default=Path("reference_server.db"),
+                   help="SQLite file (created if missing)")
+    p.add_argument("--search-rate", type=_rate, help='e.g. "100/minute" (profile default)')
+    p.add_argument("--write-rate", type=_rate, help='e.g. "10/second" (profile default)')
+    p.add_argument("--bulk-rate", type=_rate, help='e.g. "2/second" (profile default)')
+    p.add_argument("--detection-delay", type=float, help="seconds before a contradiction job runs")
+    p.add_argument("--latency-model", action="store_true",
+                   help="simulate strong-mode enrichment latency (version reports it)")
+    p.add_argument("--log-level", default="warning",
+                   choices=["critical", "error", "warning", "info", "debug"])
+    return p.parse_args(argv)
+
+
+def _rate(text: str) -> str:
+    try:
+        return parse_rate(text).spec
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _secret_from_env(name: str, what: str) -> str:
+    value = os.environ.get(name)
+    if value:
+        return value
+    value = new_raw_key()
+    print(f"reference_server: generated {what} (set {name} to choose one): {value}",
+          file=sys.stderr, flush=True)
+    return value
+
+
+def bootstrap_tenant(state: ServerState) -> None:
+    tenant_id = os.environ.get("REFSERVER_TENANT_ID") or "default"
+    raw_key = _secret_from_env("REFSERVER_TENANT_KEY", f"key for tenant '{tenant_id}'")
+    state.storage.create_tenant(tenant_id)
+    if state.storage.find_key(hash_key(raw_key)) is None:
+        state.keys.mint(tenant_id, label="bootstrap tenant key", raw_key=raw_key)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
+    profile = get_profile(args.profile).with_overrides(
+        search_rate=args.search_rate, write_rate=args.write_rate, bulk_rate=args.bulk_rate,
+        detection_delay_s=args.detection_delay)
+    admin_key = _secret_from_env("REFSERVER_ADMIN_KEY", "admin key")
+    state = build_state(ServerConfig(profile=profile, db_path=args.db, admin_key=admin_key,
+                                     latency_model=args.latency_model))
+    bootstrap_tenant(state)
+    uvicorn.run(create_app(state), host=args.host, port=args.port, log_level=args.log_level,
+                access_log=args.log_level in ("info", "debug"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""The FastAPI application: wiring of state, middleware, error envelope and routes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import __version__, search_pipeline, write_pipeline
+from .auth import KeyRegistry
+from .contradiction import ContradictionDetector
+from .embedding import HashingEmbedder
+from .errors import envelope, install_error_handlers
+from .latency import LatencySimulator
+from .profiles import LatencyModel, Profile
+from .ratelimit import RateLimiter, parse_rate
+from .routes_admin import router as admin_router
+from .routes_memories import router as memories_router
+from .state import ServerState
+from .storage import SqliteStorage
+
+MAX_BODY_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    profile: Profile
+    db_path: Path
+    admin_key: str
+    latency_model: bool = False
+    embedding_dim: int = 384
+
+
+class BodySizeLimit:
+    """413 with the envelope for bodies over 1 MiB, declared or streamed (pure ASGI, so
+    nothing downstream ever sees a partial body)."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._reject(send)
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > self.limit:
+                await self._reject(send)
+                return
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _reject(self, send: Send) -> None:
+        message = f"Request body too large (maximum {self.limit} bytes)."
+        payload = json.dumps(envelope(413, message, message)).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(payload)).encode())]})
+        await send({"type": "http.response.body", "body": payload})
+
+
+def build_state(config: ServerConfig) -> ServerState:
+    profile = config.profile
+    write_pipeline.validate_steps(profile.write_steps)
+    search_pipeline.validate_steps(profile.search_steps)
+    storage = SqliteStorage(config.db_path, config.embedding_dim)
+    rates = {"write": parse_rate(profile.write_rate), "search": parse_rate(profile.search_rate),
+             "bulk": parse_rate(profile.bulk_rate)}
+    latency = None
+    if config.latency_model:
+        profile = profile.with_overrides(latency=profile.latency or LatencyModel())
+        latency = LatencySimulator(profile.latency)
+    return ServerState(profile=profile, storage=storage, embedder=HashingEmbedder(
+        config.embedding_dim), keys=KeyRegistry(storage, config.admin_key),
+        limiter=RateLimiter(rates), detector=ContradictionDetector(storage), latency=latency)
+
+
+def create_app(state: ServerState) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        state.detector.start()  # also drains jobs left pending by a previous process
+        yield
+        await state.detector.stop()
+        state.storage.close()
+
+    app = FastAPI(title="fleetprobe reference server (MemClaw wire-compatible)",
+                  version=__version__, docs_url="/api/docs", openapi_url="/api/openapi.json",
+                  lifespan=lifespan)
+    app.state.server = state
+    install_error_handlers(app)
+    app.include_router(memories_router)
+    app.include_router(admin_router)
+    app.add_middleware(BodySizeLimit)
+    return app

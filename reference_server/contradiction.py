@@ -1,0 +1,104 @@
+"""Asynchronous contradiction detection after commit (MemClaw's RDF path, WIRE.md 5.2).
+
+A write that carries `subject_entity_id`, `predicate`, `object_value` with a single-valued
+predicate is checked against live rows of the same tenant and fleet asserting a different
+object for the same subject: the older row becomes `outdated`, the newer row gets
+`supersedes_id`. Jobs live in the `detection_jobs` table (inserted with the memory row),
+so a restart or `kill -9` loses no pending detection. There is no LLM here, so MemClaw's
+semantic path (2) abstains, as MemClaw does without an LLM provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from .storage import LIVE_STATUSES, SqliteStorage
+
+log = logging.getLogger("reference_server.contradiction")
+
+# MemClaw's SINGLE_VALUE_PREDICATES holds ~300 names; these are the ones WIRE.md quotes plus
+# common operational ones. A predicate outside the list is multi-valued: no supersession.
+SINGLE_VALUE_PREDICATES = frozenset({
+    "status", "name", "role", "title", "lives_in", "located_in", "reports_to", "owned_by",
+    "price", "version", "deadline", "email", "ceo", "employer",
+    "region", "runs_on", "owner", "location", "hosted_in", "deployed_to", "deployed_in",
+    "manager", "assignee", "priority", "phone", "address", "timezone", "port", "host",
+    "hostname", "endpoint", "url", "database", "primary_database", "language", "currency",
+    "due_date", "release_date", "start_date", "end_date", "capital", "headquarters",
+    "headquartered_in", "size", "count", "limit", "quota", "tier", "plan", "state", "stage",
+    "severity", "value", "current_value", "budget", "cost", "team", "department", "lead",
+    "maintainer", "on_call", "schedule", "frequency", "retention", "retention_days", "ttl",
+    "max_connections", "replicas", "instance_type", "provider", "vendor", "license",
+    "default_branch", "uses_database", "backed_by", "current_version", "latest_version",
+})
+
+
+def is_single_valued(predicate: str | None) -> bool:
+    return predicate is not None and predicate.lower() in SINGLE_VALUE_PREDICATES
+
+
+def carries_single_valued_triple(subject: object, predicate: str | None,
+                                 object_value: str | None) -> bool:
+    return subject is not None and object_value is not None and is_single_valued(predicate)
+
+
+def supersessions_for(storage: SqliteStorage, row: dict) -> list[tuple[str, str]]:
+    """(newer_id, older_id) pairs the RDF path establishes for `row`."""
+    if row is None or row["deleted_at"] is not None or row["status"] not in LIVE_STATUSES:
+        return []
+    if not carries_single_valued_triple(row["subject_entity_id"], row["predicate"],
+                                        row["object_value"]):
+        return []
+    pairs = []
+    for other in storage.rdf_candidates(row):
+        older, newer = sorted((row, other), key=lambda r: (r["created_at"], r["id"]))
+        pairs.append((newer["id"], older["id"]))
+    return pairs
+
+
+class ContradictionDetector:
+    """Drains `detection_jobs` whose due time has come; one background task per server."""
+
+    def __init__(self, storage: SqliteStorage) -> None:
+        self.storage = storage
+        self.wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="contradiction-detector")
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def detect(self, memory_id: str, tenant_id: str) -> None:
+        row = self.storage.get_memory(tenant_id, memory_id)
+        self.storage.complete_detection(memory_id, supersessions_for(self.storage, row))
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                jobs = self.storage.due_jobs(time.time())
+                for memory_id, tenant_id in jobs:
+                    self.detect(memory_id, tenant_id)
+                if jobs:
+                    await asyncio.sleep(0)
+                    continue
+                await self._sleep_until_next()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # keep detecting; a failed job stays queued and is retried
+                log.exception("contradiction detection failed")
+                await asyncio.sleep(1.0)
+
+    async def _sleep_until_next(self) -> None:
+        due = self.storage.next_due_at()
+        timeout = 1.0 if due is None else min(max(due - time.time(), 0.0), 1.0)
+        self.wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wake.wait(), timeout)

@@ -1,0 +1,97 @@
+"""MemClaw's error envelope: `{"detail": ..., "error": {"code", "message"[, "details"]}}`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+STATUS_CODES = {
+    400: "BAD_REQUEST",
+    401: "UNAUTHORIZED",
+    402: "PAYMENT_REQUIRED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    408: "REQUEST_TIMEOUT",
+    409: "CONFLICT",
+    410: "GONE",
+    413: "PAYLOAD_TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+    422: "INVALID_ARGUMENTS",
+    429: "RATE_LIMITED",
+    500: "INTERNAL_ERROR",
+    501: "NOT_IMPLEMENTED",
+    502: "UPSTREAM_ERROR",
+    503: "UNAVAILABLE",
+    504: "UPSTREAM_TIMEOUT",
+}
+
+
+class ApiError(Exception):
+    """A route-raised error: its message becomes both `detail` and `error.message`."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def envelope(status: int, detail: Any, message: str, details: dict | None = None) -> dict:
+    error: dict[str, Any] = {"code": STATUS_CODES.get(status, f"HTTP_{status}"),
+                             "message": message}
+    if details:
+        error["details"] = details
+    return {"detail": detail, "error": error}
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    return JSONResponse(envelope(status, message, message), status_code=status)
+
+
+def _json_safe(value: Any) -> Any:
+    """Validation errors echo the input, which may be bytes or objects json cannot encode."""
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        if isinstance(value, bytes):
+            return value.decode("utf-8", errors="replace")
+        if isinstance(value, dict):
+            return {str(k): _json_safe(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [_json_safe(v) for v in value]
+        return str(value)
+
+
+def _validation_response(exc: RequestValidationError) -> JSONResponse:
+    errors = [_json_safe(dict(e)) for e in exc.errors()]
+    message = "; ".join(str(e.get("msg", "")) for e in errors) or "Invalid request"
+    body = envelope(422, errors, message, {"errors": errors})
+    return JSONResponse(body, status_code=422)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return _validation_response(exc)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # A bug, never expected on any input: keep MemClaw's 500 shape, no stack in the body.
+        body = envelope(500, "Internal Server Error", "Internal Server Error",
+                        {"path": request.url.path, "error_type": type(exc).__name__})
+        body["path"] = request.url.path
+        return JSONResponse(body, status_code=500)

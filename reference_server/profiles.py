@@ -1,0 +1,164 @@
+"""Behaviour profiles: every policy choice the server makes, named in one frozen object.
+
+Handlers never branch on a profile's name; they ask the profile. The write and search paths
+are compositions (lists of step names, see `write_pipeline.py`), so the difference between
+`memclaw-2026-05-30` and `proposed` reads as two lists side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+# The write pipeline as measured: exact duplicate, then the strong-mode near-duplicate gate,
+# then the row; contradiction detection is scheduled after commit.
+MEASURED_WRITE_STEPS: tuple[str, ...] = (
+    "check_content_length",
+    "resolve_write_mode",
+    "hash_content",
+    "embed",
+    "check_exact_duplicate",
+    "check_near_duplicate",
+    "insert_row_and_schedule_detection",
+)
+
+# Paper section 9.2 (a): a write carrying an RDF triple on a single-valued predicate goes
+# to the structural detector instead of being refused by the near-duplicate gate.
+PROPOSED_WRITE_STEPS: tuple[str, ...] = (
+    "check_content_length",
+    "resolve_write_mode",
+    "hash_content",
+    "embed",
+    "check_exact_duplicate",
+    "check_near_duplicate_unless_single_valued_triple",
+    "insert_row_and_schedule_detection",
+)
+
+# A flat store: no dedup, no supersession.
+NAIVE_WRITE_STEPS: tuple[str, ...] = (
+    "check_content_length",
+    "resolve_write_mode",
+    "hash_content",
+    "embed",
+    "insert_row",
+)
+
+SEARCH_STEPS: tuple[str, ...] = (
+    "resolve_search_identity",
+    "apply_agent_fleet_rules",
+    "score_candidates",
+    "filter_visible",
+    "rank_and_trim",
+    "append_successors",
+)
+
+NAIVE_SEARCH_STEPS: tuple[str, ...] = (
+    "score_candidates",
+    "filter_visible",
+    "rank_and_trim",
+)
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    """Simulated service times (off by default): strong-mode enrichment runs through a
+    bounded worker pool, so queueing under concurrency produces a heavy tail."""
+
+    strong_enrichment_median_s: float = 1.5
+    strong_enrichment_sigma: float = 0.6
+    enrichment_workers: int = 4
+    detection_delay_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    # Sub-tenant governance at all (False = flat per-tenant store).
+    governed: bool
+    # GET-by-id and /contradictions apply the full scope predicate + trust ladder.
+    byid_read_scope: bool
+    # Search identity = filter_agent_id, or also the agent key's own identity.
+    search_identity_from_key: bool
+    write_steps: tuple[str, ...]
+    search_steps: tuple[str, ...]
+    near_duplicate_threshold: float = 0.97
+    # Redistribute: trust the requester needs between siblings of one fleet, and otherwise.
+    redistribute_trust_sibling: int = 3
+    redistribute_trust_cross_fleet: int = 3
+    contradiction_detection: bool = True
+    detection_delay_s: float = 0.2
+    write_rate: str = "10/second"
+    search_rate: str = "100/minute"
+    bulk_rate: str = "2/second"
+    # Rate-limit bucket: "tenant" (the paper's statement) or "key" (MemClaw's code).
+    rate_limit_key: str = "tenant"
+    min_similarity: float = 0.3
+    keyword_weight: float = 0.3
+    similarity_blend: float = 0.85
+    latency: LatencyModel | None = None
+
+    def with_overrides(self, **changes: object) -> Profile:
+        """A copy with CLI overrides applied (None values are ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @property
+    def effective_detection_delay_s(self) -> float:
+        return self.latency.detection_delay_s if self.latency else self.detection_delay_s
+
+
+MEMCLAW_2026_05_30 = Profile(
+    name="memclaw-2026-05-30",
+    description="As measured in the paper: GET-by-id checks the tenant only; search identity "
+    "from filter_agent_id only; near-duplicate gate before the async detector; "
+    "redistribute needs trust 3.",
+    governed=True,
+    byid_read_scope=False,
+    search_identity_from_key=False,
+    write_steps=MEASURED_WRITE_STEPS,
+    search_steps=SEARCH_STEPS,
+)
+
+MEMCLAW_2026_05_31 = replace(
+    MEMCLAW_2026_05_30,
+    name="memclaw-2026-05-31",
+    description="As remediated: GET-by-id applies the full scope predicate and trust ladder "
+    "(404 when denied); search identity = filter_agent_id or the agent key's identity.",
+    byid_read_scope=True,
+    search_identity_from_key=True,
+)
+
+PROPOSED = replace(
+    MEMCLAW_2026_05_31,
+    name="proposed",
+    description="05-31 plus the paper's section 9: RDF writes on single-valued predicates "
+    "bypass the near-duplicate gate and reach the structural detector; sibling redistribute "
+    "inside one fleet at trust 1, cross-fleet re-homing keeps trust 3.",
+    write_steps=PROPOSED_WRITE_STEPS,
+    redistribute_trust_sibling=1,
+)
+
+NAIVE = replace(
+    MEMCLAW_2026_05_30,
+    name="naive",
+    description="A flat per-tenant store: no sub-tenant scope anywhere, no dedup, no "
+    "supersession.",
+    governed=False,
+    write_steps=NAIVE_WRITE_STEPS,
+    search_steps=NAIVE_SEARCH_STEPS,
+    contradiction_detection=False,
+    redistribute_trust_sibling=0,
+    redistribute_trust_cross_fleet=0,
+)
+
+PROFILES: dict[str, Profile] = {
+    p.name: p for p in (MEMCLAW_2026_05_30, MEMCLAW_2026_05_31, PROPOSED, NAIVE)
+}
+DEFAULT_PROFILE = MEMCLAW_2026_05_30.name
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        known = ", ".join(PROFILES)
+        raise ValueError(f"unknown profile {name!r}; choose one of: {known}") from None

@@ -1,0 +1,442 @@
+"""Memory endpoints: write, bulk, by id, list, contradictions, status, delete,
+redistribute, search, recall (WIRE.md section 2)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import time
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Body, Depends, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+
+from . import scope
+from .auth import Caller, caller_from
+from .errors import ApiError
+from .schemas import (
+    RESERVED_MEMORY_TYPES,
+    STATUSES,
+    BulkMemoryCreate,
+    MemoryCreate,
+    MemoryFields,
+    RedistributeRequest,
+    SearchRequest,
+    Text,
+)
+from .search_pipeline import SearchContext, run_search
+from .serialize import content_preview, memory_detail, memory_out
+from .state import ServerState, state_of
+from .storage import AgentRow, ListFilter
+from .write_pipeline import DuplicateError, WriteContext, iso, run_write
+
+router = APIRouter(prefix="/api/v1")
+CallerDep = Annotated[Caller, Depends(caller_from)]
+StateDep = Annotated[ServerState, Depends(state_of)]
+
+
+# writes ----------------------------------------------------------------------------------
+
+def _require_agent_id(caller: Caller, body_agent_id: str | None) -> str:
+    """Agent keys write as their own agent; a tenant key must name one."""
+    if caller.agent_id is not None:
+        if body_agent_id is not None and body_agent_id != caller.agent_id:
+            raise ApiError(403, f"agent_id '{body_agent_id}' does not match the authenticated "
+                                f"agent identity '{caller.agent_id}'.")
+        return caller.agent_id
+    if body_agent_id is None:
+        raise RequestValidationError([{
+            "type": "missing", "loc": ["body", "agent_id"], "input": None,
+            "msg": "agent_id is required; only the standalone single-tenant deployment "
+                   "may omit it."}])
+    return body_agent_id
+
+
+def _resolve_writer(state: ServerState, caller: Caller, tenant_id: str, agent_id: str,
+                    fleet_id: str | None) -> tuple[AgentRow, str | None]:
+    """`resolve_write_agent`, trust 0, fleet default and `enforce_fleet_write`."""
+    agent = state.storage.get_agent(tenant_id, agent_id)
+    if agent is None:  # auto-created at trust 1, home fleet = the first write's fleet
+        agent = AgentRow(tenant_id, agent_id, fleet_id, 1)
+        state.storage.upsert_agent(agent)
+    if not scope.write_approved(state.profile, agent):
+        raise ApiError(403, f"Agent '{agent_id}' is not approved. Contact tenant admin to set "
+                            "trust_level >= 1.")
+    fleet = fleet_id if fleet_id is not None else agent.fleet_id
+    if not caller.is_admin and not scope.fleet_write_allowed(state.profile, agent, fleet):
+        raise ApiError(403, f"fleet-scope policy: fleet '{fleet}' is not writable by "
+                            f"principals of fleet '{agent.fleet_id or 'none'}'.")
+    return agent, fleet
+
+
+def _idempotency_key(header: str | None, metadata: dict | None) -> str | None:
+    key = header
+    if key is None and metadata:
+        key = metadata.get("idempotency_key") or metadata.get("client_idempotency_key")
+        key = key if isinstance(key, str) else None
+    if key is None:
+        return None
+    if not key.strip():
+        raise ApiError(400, "Idempotency-Key must not be blank")
+    if len(key) > 255:
+        raise ApiError(400, "Idempotency-Key must be at most 255 characters")
+    return key
+
+
+def _write_context(state: ServerState, tenant_id: str, agent: AgentRow, fleet: str | None,
+                   visibility: str | None, fields: MemoryFields, **extra: Any) -> WriteContext:
+    return WriteContext(
+        profile=state.profile, storage=state.storage, embedder=state.embedder,
+        latency=state.latency, tenant_id=tenant_id, agent=agent, fleet_id=fleet,
+        visibility=visibility or "scope_team", fields=fields,
+        on_detection_scheduled=state.detector.wake.set, **extra)
+
+
+@router.post("/memories", status_code=201)
+async def write_memory(body: MemoryCreate, request: Request, caller: CallerDep,
+                       state: StateDep,
+                       idempotency_header: Annotated[str | None,
+                                                     Header(alias="Idempotency-Key")] = None
+                       ) -> JSONResponse:
+    state.rate_limit("write", caller, request.headers.get("x-api-key"))
+    caller.enforce_tenant(body.tenant_id)
+    if body.memory_type in RESERVED_MEMORY_TYPES:
+        raise ApiError(422, f"memory_type='{body.memory_type}' is server-reserved and cannot "
+                            "be supplied on writes. It is produced by the server.")
+    agent_id = _require_agent_id(caller, body.agent_id)
+    key = _idempotency_key(idempotency_header, body.metadata)
+    request_hash = hashlib.sha256(
+        json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+    if key is not None:
+        cached = state.storage.get_idempotency(body.tenant_id, key)
+        if cached is not None:
+            if cached.request_hash != request_hash:
+                raise ApiError(422, "Idempotency-Key reused with a different request body")
+            return JSONResponse(json.loads(cached.body), status_code=cached.status_code)
+    agent, fleet = _resolve_writer(state, caller, body.tenant_id, agent_id, body.fleet_id)
+    ctx = _write_context(state, body.tenant_id, agent, fleet, body.visibility, body,
+                         persist=body.persist, idempotency_key=key, request_hash=request_hash)
+    return JSONResponse(await run_write(ctx), status_code=201)
+
+
+@router.post("/memories/bulk", status_code=200)
+async def write_bulk(body: BulkMemoryCreate, request: Request, caller: CallerDep,
+                     state: StateDep,
+                     attempt_id: Annotated[str | None, Header(alias="X-Bulk-Attempt-Id")] = None
+                     ) -> JSONResponse:
+    started = time.perf_counter()
+    state.rate_limit("bulk", caller, request.headers.get("x-api-key"))
+    caller.enforce_tenant(body.tenant_id)
+    if not attempt_id:
+        raise ApiError(400, "Missing required X-Bulk-Attempt-Id header")
+    if not _valid_attempt_id(attempt_id):
+        raise ApiError(400, "Invalid X-Bulk-Attempt-Id header")
+    agent_id = _require_agent_id(caller, body.agent_id)
+    agent, fleet = _resolve_writer(state, caller, body.tenant_id, agent_id, body.fleet_id)
+    results = [await _bulk_item(state, body, agent, fleet, attempt_id, i, item)
+               for i, item in enumerate(body.items)]
+    counts = {s: sum(r["status"] == s for r in results)
+              for s in ("created", "error")}
+    duplicates = len(results) - counts["created"] - counts["error"]
+    mixed = 0 < counts["error"] < len(results)
+    return JSONResponse({"created": counts["created"], "duplicates": duplicates,
+                         "errors": counts["error"],
+                         "bulk_ms": int((time.perf_counter() - started) * 1000),
+                         "results": results}, status_code=207 if mixed else 200)
+
+
+def _valid_attempt_id(value: str) -> bool:
+    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")
+    return 1 <= len(value) <= 128 and set(value) <= allowed
+
+
+async def _bulk_item(state: ServerState, body: BulkMemoryCreate, agent: AgentRow,
+                     fleet: str | None, attempt_id: str, index: int,
+                     item: MemoryFields) -> dict[str, Any]:
+    request_id = f"{attempt_id}:{index}"
+    result = {"index": index, "client_request_id": request_id, "status": "created",
+              "id": None, "duplicate_of": None, "error": None}
+    existing = state.storage.find_client_request(body.tenant_id, request_id)
+    if existing:
+        return result | {"status": "duplicate_attempt", "id": existing}
+    if item.memory_type in RESERVED_MEMORY_TYPES:
+        return result | {"status": "error",
+                         "error": f"memory_type='{item.memory_type}' is server-reserved"}
+    ctx = _write_context(state, body.tenant_id, agent, fleet, body.visibility, item,
+                         client_request_id=request_id)
+    try:
+        out = await run_write(ctx)
+    except DuplicateError as dup:
+        return result | {"status": "duplicate_content", "duplicate_of": dup.existing_id}
+    except ApiError as err:
+        return result | {"status": "error", "error": err.message}
+    return result | {"id": out["id"]}
+
+
+# reads by id -----------------------------------------------------------------------------
+
+def _viewer(state: ServerState, caller: Caller, agent_id: str | None = None) -> scope.Viewer:
+    """The governing identity: the verified agent, else an agent id named in the request."""
+    ident = caller.agent_id or agent_id
+    if ident is None or caller.tenant_id is None:
+        return scope.Viewer(ident)
+    return scope.Viewer(ident, state.storage.get_agent(caller.tenant_id, ident))
+
+
+def _readable_row(state: ServerState, caller: Caller, tenant_id: str, memory_id: UUID) -> dict:
+    caller.enforce_readable_tenant(tenant_id)
+    row = state.storage.get_memory(tenant_id, str(memory_id))
+    if row is None or row["deleted_at"] is not None:
+        raise ApiError(404, "Memory not found")
+    if not scope.byid_read_allowed(state.profile, _viewer(state, caller), row):
+        raise ApiError(404, "Memory not found")  # never 403: existence is not disclosed
+    return row
+
+
+def _detail_links(state: ServerState, tenant_id: str, memory_id: str) -> list[dict]:
+    links = state.storage.entity_links_of([memory_id]).get(memory_id, [])
+    for link in links:
+        entity = state.storage.get_entity(tenant_id, link["entity_id"])
+        if entity:
+            link.update(entity_type=entity["entity_type"],
+                        canonical_name=entity["canonical_name"],
+                        attributes=entity["attributes"])
+    return links
+
+
+@router.get("/memories/{memory_id}")
+async def get_memory(memory_id: UUID, tenant_id: Annotated[Text, Query()],
+                     caller: CallerDep, state: StateDep) -> dict:
+    row = _readable_row(state, caller, tenant_id, memory_id)
+    return memory_detail(row, _detail_links(state, tenant_id, row["id"]))
+
+
+@router.get("/memories/{memory_id}/contradictions")
+async def get_contradictions(memory_id: UUID, tenant_id: Annotated[Text, Query()],
+                             caller: CallerDep, state: StateDep) -> dict:
+    row = _readable_row(state, caller, tenant_id, memory_id)
+    viewer = _viewer(state, caller)
+    visible = lambda r: scope.byid_read_allowed(state.profile, viewer, r)  # noqa: E731
+    newer = [r for r in state.storage.successors_of(tenant_id, [row["id"]]) if visible(r)]
+    older = [r for r in state.storage.memories_by_ids(tenant_id, [row["supersedes_id"]] if
+                                                      row["supersedes_id"] else [])
+             if visible(r) and r["deleted_at"] is None]
+    entries = ([_contradiction(row, r, "superseded_by") for r in newer]
+               + [_contradiction(row, r, "supersedes") for r in older])
+    return {
+        "memory_id": row["id"], "status": row["status"],
+        "superseded_by": _brief(newer[0]) if newer else None,
+        "superseded_memories": [_brief(r) for r in older],
+        "detection_status": "pending" if state.storage.detection_pending(row["id"])
+        else "completed",
+        "contradictions": entries,
+    }
+
+
+def _brief(row: dict) -> dict:
+    return {"id": row["id"], "content_preview": content_preview(row["content"]),
+            "status": row["status"], "created_at": row["created_at"]}
+
+
+def _contradiction(row: dict, other: dict, direction: str) -> dict:
+    rdf = row["predicate"] is not None and other["predicate"] is not None
+    return {"memory_id": other["id"], "status": other["status"],
+            "reason": "rdf_conflict" if rdf else "unknown",
+            "content_preview": content_preview(other["content"]), "direction": direction,
+            "created_at": other["created_at"]}
+
+
+@router.patch("/memories/{memory_id}/status")
+async def patch_status(memory_id: UUID, tenant_id: Annotated[Text, Query()],
+                       caller: CallerDep, state: StateDep,
+                       body: Annotated[dict[str, Any], Body()]) -> dict:
+    caller.enforce_tenant(tenant_id)
+    status = body.get("status")
+    if status not in STATUSES:
+        raise ApiError(400, "Invalid status. Must be one of: " + ", ".join(STATUSES))
+    row = state.storage.get_memory(tenant_id, str(memory_id))
+    if row is None or row["deleted_at"] is not None:
+        raise ApiError(404, "Memory not found")
+    viewer = _viewer(state, caller)
+    if not scope.row_access_allowed(state.profile, viewer, row, write=True):
+        raise ApiError(403, f"Agent '{viewer.agent_id}' cannot modify memory in fleet "
+                            f"'{row['fleet_id']}'.")
+    state.storage.update_status(tenant_id, row["id"], status)
+    return {"memory_id": row["id"], "old_status": row["status"], "new_status": status}
+
+
+@router.delete("/memories/{memory_id}", status_code=204)
+async def delete_memory(memory_id: UUID, tenant_id: Annotated[Text, Query()],
+                        caller: CallerDep, state: StateDep,
+                        agent_id: Annotated[Text | None, Query()] = None) -> Response:
+    caller.enforce_tenant(tenant_id)
+    row = state.storage.get_memory(tenant_id, str(memory_id))
+    if row is None or row["deleted_at"] is not None:
+        raise ApiError(404, "Memory not found")
+    denial = scope.delete_denial(state.profile, _viewer(state, caller, agent_id), row)
+    if denial:
+        raise ApiError(403, denial)
+    state.storage.soft_delete(tenant_id, row["id"])
+    return Response(status_code=204)
+
+
+# list ------------------------------------------------------------------------------------
+
+SortColumn = Literal["created_at", "weight", "memory_type", "agent_id", "status",
+                     "recall_count", "fleet_id", "tenant_id", "expires_at", "deleted_at"]
+
+
+@router.get("/memories")
+async def list_memories(
+    caller: CallerDep, state: StateDep,
+    tenant_id: Text | None = None, fleet_id: Text | None = None, agent_id: Text | None = None,
+    memory_type: Text | None = None,
+    exclude_memory_types: Annotated[list[Text] | None, Query()] = None,
+    created_after: datetime | None = None, created_before: datetime | None = None,
+    status: Text | None = None, visibility: Text | None = None, run_id: Text | None = None,
+    cursor: Text | None = None, sort: SortColumn = "created_at",
+    order: Literal["asc", "desc"] = "desc",
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    include_deleted: bool = False,
+) -> dict:
+    tenant = tenant_id or caller.tenant_id
+    if tenant is None:
+        raise ApiError(400, "tenant_id is required")
+    caller.enforce_readable_tenant(tenant)
+    viewer = _viewer(state, caller, agent_id)
+    if viewer.agent_id and fleet_id and not scope.fleet_read_allowed(
+            state.profile, viewer.agent, fleet_id):
+        home = viewer.agent.fleet_id if viewer.agent else None
+        raise ApiError(403, f"fleet-scope policy: fleet '{fleet_id}' is not readable by "
+                            f"principals of fleet '{home or 'none'}'.")
+    flt = ListFilter(tenant_id=tenant, fleet_id=fleet_id, agent_id=agent_id,
+                     memory_type=memory_type, exclude_memory_types=exclude_memory_types or (),
+                     status=status, run_id=run_id, created_after=iso(created_after),
+                     created_before=iso(created_before), include_deleted=include_deleted,
+                     sort=sort, order=order, after=_decode_cursor(cursor, sort, order))
+    page = _page(state, viewer, flt, offset, limit)
+    more = len(page) > limit
+    page = page[:limit]
+    next_cursor = (_encode_cursor(page[-1]) if more and sort == "created_at"
+                   and order == "desc" else None)
+    links = state.storage.entity_links_of([r["id"] for r in page])
+    return {"items": [memory_out(r, links.get(r["id"])) for r in page],
+            "next_cursor": next_cursor}
+
+
+def _page(state: ServerState, viewer: scope.Viewer, flt: ListFilter, offset: int,
+          limit: int) -> list[dict]:
+    page: list[dict] = []
+    skipped = 0
+    for row in state.storage.iter_memories(flt):
+        if not scope.list_row_visible(state.profile, viewer, row):
+            continue
+        if skipped < offset:
+            skipped += 1
+            continue
+        page.append(row)
+        if len(page) > limit:
+            break
+    return page
+
+
+def _encode_cursor(row: dict) -> str:
+    return base64.urlsafe_b64encode(f"{row['created_at']}:{row['id']}".encode()).decode()
+
+
+def _decode_cursor(cursor: str | None, sort: str, order: str) -> tuple[str, str] | None:
+    if cursor is None:
+        return None
+    if sort != "created_at" or order != "desc":
+        raise ApiError(400, "cursor is only supported with sort=created_at&order=desc")
+    try:
+        created_at, memory_id = base64.urlsafe_b64decode(cursor.encode()).decode().rsplit(":", 1)
+        UUID(memory_id)
+        datetime.fromisoformat(created_at)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise ApiError(400, "Invalid cursor") from None
+    return created_at, memory_id
+
+
+# redistribute ----------------------------------------------------------------------------
+
+@router.post("/memories/redistribute")
+async def redistribute(body: RedistributeRequest, tenant_id: Annotated[Text, Query()],
+                       agent_id: Annotated[Text, Query()], caller: CallerDep,
+                       state: StateDep) -> dict:
+    started = time.perf_counter()
+    caller.enforce_tenant(tenant_id)
+    if caller.agent_id is not None and caller.agent_id != agent_id:
+        raise ApiError(403, f"agent_id '{agent_id}' does not match the authenticated agent "
+                            f"identity '{caller.agent_id}'.")
+    profile = state.profile
+    requester = state.storage.get_agent(tenant_id, agent_id)
+    if requester is None and profile.governed:
+        raise ApiError(403, f"Agent '{agent_id}' requires trust_level >= "
+                            f"{profile.redistribute_trust_cross_fleet} for redistribute.")
+    requester = requester or AgentRow(tenant_id, agent_id, None, 0)
+    target = state.storage.get_agent(tenant_id, body.target_agent_id)
+    if target is None:
+        raise ApiError(404, f"Target agent '{body.target_agent_id}' not found in tenant "
+                            f"'{tenant_id}'.")
+    if target.trust_level < 1 and profile.governed:
+        raise ApiError(403, f"Target agent '{target.agent_id}' is restricted (trust_level=0). "
+                            "Cannot assign memories to a restricted agent.")
+    wanted = list(dict.fromkeys(str(i) for i in body.memory_ids))
+    rows = [r for r in state.storage.memories_by_ids(tenant_id, wanted)
+            if r["deleted_at"] is None]
+    needed, movable = scope.redistribute_gate(profile, requester, target, rows)
+    if requester.trust_level < needed:
+        raise ApiError(403, f"Agent '{agent_id}' requires trust_level >= {needed} for "
+                            "redistribute.")
+    movable_ids = {r["id"] for r in movable}
+    to_move = [r for r in movable if r["agent_id"] != target.agent_id]
+    state.storage.reassign(tenant_id, [r["id"] for r in to_move], target.agent_id)
+    return {"moved": len(to_move),
+            "promoted": sum(r["visibility"] == "scope_agent" for r in to_move),
+            "skipped": len(movable) - len(to_move),
+            "errors": [i for i in wanted if i not in movable_ids],
+            "redistribute_ms": int((time.perf_counter() - started) * 1000)}
+
+
+# search and recall -----------------------------------------------------------------------
+
+def _search(state: ServerState, caller: Caller, body: SearchRequest,
+            raw_key: str | None) -> list[dict]:
+    state.rate_limit("search", caller, raw_key)
+    caller.enforce_readable_tenant(body.tenant_id)
+    ctx = SearchContext(state.profile, state.storage, state.embedder, caller, body)
+    results = run_search(ctx)
+    links = state.storage.entity_links_of([row["id"] for row, _ in results])
+    return [memory_out(row, links.get(row["id"]), similarity=sim) for row, sim in results]
+
+
+@router.post("/search")
+async def search(body: SearchRequest, request: Request, caller: CallerDep,
+                 state: StateDep) -> dict:
+    return {"items": _search(state, caller, body, request.headers.get("x-api-key"))}
+
+
+@router.post("/recall")
+async def recall(body: SearchRequest, request: Request, caller: CallerDep,
+                 state: StateDep) -> dict:
+    """No LLM here: the summary is extractive and deterministic (first sentence of each
+    retrieved memory, in rank order)."""
+    items = _search(state, caller, body, request.headers.get("x-api-key"))
+    sentences = [_first_sentence(item["content"]) for item in items]
+    return {"summary": " ".join(sentences), "summarizer": "extractive (no LLM)",
+            "memory_count": len(items), "memories": items}
+
+
+def _first_sentence(text: str) -> str:
+    for end in (". ", "! ", "? ", "\n"):
+        cut = text.find(end)
+        if cut != -1:
+            return text[: cut + 1].strip()
+    return text.strip()

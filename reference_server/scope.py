@@ -1,0 +1,148 @@
+"""Inv-Scope (paper section 3): who may see or change which memory row.
+
+The one place this is decided. Every read path asks it: GET by id, list, search,
+contradictions, entity linked memories, redistribute. The predicates follow MemClaw's
+engine (WIRE.md 4.3 and 4.4, SEARCH-LEAK.md section 5); a profile only chooses whether a
+path applies them (`Profile.governed`, `Profile.byid_read_scope`).
+
+Trust ladder (paper 7.1): 0 read-only, 1 write home fleet, 2 cross-fleet read,
+3 cross-fleet write and redistribute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .profiles import Profile
+from .storage import AgentRow
+
+CROSS_FLEET_READ_TRUST = 2
+CROSS_FLEET_WRITE_TRUST = 3
+DELETE_TRUST = 3
+HIDDEN_BY_DEFAULT = ("outdated", "conflicted")
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The identity a path governs by: an agent id (None = identity-less tenant credential)
+    and its agent row when the agent is registered."""
+
+    agent_id: str | None
+    agent: AgentRow | None = None
+
+
+@dataclass(frozen=True)
+class SearchScope:
+    viewer: Viewer
+    fleet_ids: tuple[str, ...]
+    filter_agent_id: str | None
+    status_filter: str | None
+    memory_type_filter: str | None
+
+
+def row_access_allowed(profile: Profile, viewer: Viewer, row: dict, write: bool = False) -> bool:
+    """MemClaw's `authorize_memory_access` (WIRE.md 4.4)."""
+    if not profile.governed or viewer.agent_id is None:
+        return True  # flat store, or tenant-wide credential
+    if row["visibility"] == "scope_agent":
+        return row["agent_id"] == viewer.agent_id
+    if row["visibility"] == "scope_org" or viewer.agent is None:
+        return True
+    if row["fleet_id"] is None or row["fleet_id"] == viewer.agent.fleet_id:
+        return True
+    needed = CROSS_FLEET_WRITE_TRUST if write else CROSS_FLEET_READ_TRUST
+    return viewer.agent.trust_level >= needed
+
+
+def byid_read_allowed(profile: Profile, viewer: Viewer, row: dict) -> bool:
+    """GET by id, contradictions, entity linked memories. As measured on 2026-05-30 the
+    handler checked the tenant only (the caller's tenant was already enforced)."""
+    if not profile.byid_read_scope:
+        return True
+    return row_access_allowed(profile, viewer, row)
+
+
+def list_row_visible(profile: Profile, viewer: Viewer, row: dict) -> bool:
+    """List: own `scope_agent` rows plus every team/org row; identity-less: no private rows.
+    The list `fleet_id` filter is strict and applied by the store."""
+    if not profile.governed or row["visibility"] != "scope_agent":
+        return True
+    return viewer.agent_id is not None and row["agent_id"] == viewer.agent_id
+
+
+def search_row_visible(profile: Profile, scope: SearchScope, row: dict) -> bool:
+    """SEARCH-LEAK.md section 5, rules 4 to 7, for one candidate row."""
+    if row["deleted_at"] is not None:
+        return False
+    if profile.governed:
+        if scope.fleet_ids and not (row["fleet_id"] in scope.fleet_ids
+                                    or row["fleet_id"] is None
+                                    or row["visibility"] == "scope_org"):
+            return False  # rule 4
+        if row["visibility"] == "scope_agent" and row["agent_id"] != scope.viewer.agent_id:
+            return False  # rule 5 (no identity: every private row is dropped)
+    if scope.filter_agent_id is not None and row["agent_id"] != scope.filter_agent_id:
+        return False  # rule 6
+    if scope.status_filter is None:
+        if row["status"] in HIDDEN_BY_DEFAULT:
+            return False  # rule 7
+    elif row["status"] != scope.status_filter:
+        return False
+    return scope.memory_type_filter is None or row["memory_type"] == scope.memory_type_filter
+
+
+def fleet_read_allowed(profile: Profile, agent: AgentRow | None, fleet_id: str) -> bool:
+    """`enforce_fleet_read`: an unknown agent soft-passes; otherwise home fleet or trust 2."""
+    if not profile.governed or agent is None:
+        return True
+    return fleet_id == agent.fleet_id or agent.trust_level >= CROSS_FLEET_READ_TRUST
+
+
+def fleet_write_allowed(profile: Profile, agent: AgentRow | None, fleet_id: str | None) -> bool:
+    """`enforce_fleet_write`: fleet-less or home fleet, else trust 3."""
+    if not profile.governed or agent is None or fleet_id is None:
+        return True
+    return fleet_id == agent.fleet_id or agent.trust_level >= CROSS_FLEET_WRITE_TRUST
+
+
+def write_approved(profile: Profile, agent: AgentRow) -> bool:
+    """Trust 0 is read-only."""
+    return not profile.governed or agent.trust_level >= 1
+
+
+def delete_denial(profile: Profile, viewer: Viewer, row: dict) -> str | None:
+    """Why a delete is refused (None = allowed). With an agent identity a delete needs
+    trust 3 and write access to the row; a tenant key without agent_id is unrestricted."""
+    if not profile.governed or viewer.agent_id is None:
+        return None
+    if viewer.agent is None:
+        return f"Agent '{viewer.agent_id}' is not registered and cannot delete memories."
+    if viewer.agent.trust_level < DELETE_TRUST:
+        home = viewer.agent.fleet_id or "none"
+        return f"access policy: principals of fleet '{home}' are not permitted to delete memories."
+    if not row_access_allowed(profile, viewer, row, write=True):
+        return f"Agent '{viewer.agent_id}' cannot delete memory in fleet '{row['fleet_id']}'."
+    return None
+
+
+def redistribute_gate(profile: Profile, requester: AgentRow, target: AgentRow,
+                      rows: Sequence[dict]) -> tuple[int, list[dict]]:
+    """The trust the requester needs, and the rows it may move.
+
+    MemClaw treats every redistribute as an administrative migration (trust 3, any row of
+    the tenant). A profile may open a sibling path (paper 9.3): requester and target share
+    a home fleet and every row lives in it; then the requester moves only rows it can read.
+    """
+    if not profile.governed:
+        return profile.redistribute_trust_cross_fleet, list(rows)
+    if requester.trust_level >= profile.redistribute_trust_cross_fleet:
+        return profile.redistribute_trust_cross_fleet, list(rows)
+    fleet = requester.fleet_id
+    sibling = (fleet is not None and target.fleet_id == fleet
+               and all(r["fleet_id"] == fleet for r in rows))
+    if not sibling:
+        return profile.redistribute_trust_cross_fleet, list(rows)
+    viewer = Viewer(requester.agent_id, requester)
+    return profile.redistribute_trust_sibling, [
+        r for r in rows if row_access_allowed(profile, viewer, r)]

@@ -1,0 +1,166 @@
+"""The search path as a composition (`Profile.search_steps`), following SEARCH-LEAK.md
+section 5 (the search as it was on 2026-05-30), rules 1-9.
+
+Ranking is hybrid: similarity = (1 - w) * cosine + w * keyword share, then MemClaw's blend
+with the row weight. As on 2026-05-30 the returned `similarity` is the composite score.
+Not implemented: MemClaw's ENTITY_LOOKUP short-circuit (a secondary miss source only,
+SEARCH-LEAK.md section 4), freshness/recall boosts, recall tracking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .auth import Caller
+from .embedding import Embedder, keyword_score
+from .errors import ApiError
+from .profiles import Profile
+from .schemas import SearchRequest
+from .scope import SearchScope, Viewer, fleet_read_allowed, search_row_visible
+from .storage import AgentRow, SqliteStorage
+from .write_pipeline import iso
+
+STATUS_PENALTY = {"outdated": 0.5, "conflicted": 0.5}
+
+
+@dataclass
+class SearchContext:
+    profile: Profile
+    storage: SqliteStorage
+    embedder: Embedder
+    caller: Caller
+    request: SearchRequest
+    identity: str | None = None
+    agent: AgentRow | None = None
+    fleet_ids: tuple[str, ...] = ()
+    candidates: Iterator[tuple[dict, float]] = iter(())
+    results: list[tuple[dict, float | None]] = field(default_factory=list)
+
+    @property
+    def scope(self) -> SearchScope:
+        r = self.request
+        return SearchScope(Viewer(self.identity, self.agent), self.fleet_ids,
+                           r.filter_agent_id, r.status_filter, r.memory_type_filter)
+
+
+def resolve_search_identity(ctx: SearchContext) -> None:
+    """Rule 1: 05-30 reads the identity from `filter_agent_id` only; 05-31 falls back to
+    the agent key's verified identity."""
+    ctx.identity = ctx.request.filter_agent_id
+    if ctx.identity is None and ctx.profile.search_identity_from_key:
+        ctx.identity = ctx.caller.agent_id
+
+
+def apply_agent_fleet_rules(ctx: SearchContext) -> None:
+    """Rule 2: auto-register the agent, force its home fleet, check a single fleet."""
+    ctx.fleet_ids = tuple(ctx.request.fleet_ids or ())
+    if ctx.identity is None or ctx.caller.is_admin:
+        return
+    tenant = ctx.request.tenant_id
+    single = ctx.fleet_ids[0] if len(ctx.fleet_ids) == 1 else None
+    known = ctx.storage.get_agent(tenant, ctx.identity)
+    agent = known
+    if agent is None or (agent.fleet_id is None and single is not None):
+        agent = AgentRow(tenant, ctx.identity, single,
+                         agent.trust_level if agent else 1,
+                         agent.display_name if agent else None,
+                         agent.created_at if agent else "")
+        ctx.storage.upsert_agent(agent)
+    ctx.agent = agent
+    if not ctx.fleet_ids and agent.fleet_id and agent.trust_level < 2:
+        ctx.fleet_ids = (agent.fleet_id,)
+    if single is not None and known is not None and not fleet_read_allowed(
+            ctx.profile, agent, single):
+        home = agent.fleet_id or "none"
+        raise ApiError(403, f"fleet-scope policy: fleet '{single}' is not readable by "
+                            f"principals of fleet '{home}'.")
+
+
+def score_candidates(ctx: SearchContext) -> None:
+    """Rule 3 and the cosine gate: embedded rows of the tenant, most similar first."""
+    vector = ctx.embedder.embed(ctx.request.query)
+    rowids, sims = ctx.storage.ranked_by_similarity(ctx.request.tenant_id, vector,
+                                                    ctx.profile.min_similarity)
+    ctx.candidates = _walk(ctx.storage, rowids, sims, ctx.request.tenant_id)
+
+
+def _walk(storage: SqliteStorage, rowids: np.ndarray, sims: np.ndarray,
+          tenant_id: str, chunk: int = 64) -> Iterator[tuple[dict, float]]:
+    for start in range(0, len(rowids), chunk):
+        ids = rowids[start:start + chunk].tolist()
+        rows = storage.rows_by_rowids(ids)
+        for rowid, sim in zip(ids, sims[start:start + chunk].tolist(), strict=True):
+            row = rows.get(rowid)
+            if row is not None and row["tenant_id"] == tenant_id:
+                yield row, sim
+        chunk = min(chunk * 2, 1024)
+
+
+def filter_visible(ctx: SearchContext) -> None:
+    """Rules 4-7 (Inv-Scope, in `scope.py`) plus the `valid_at` hard filter."""
+    scope = ctx.scope
+    valid_at = iso(ctx.request.valid_at)
+    ctx.candidates = (
+        (row, sim) for row, sim in ctx.candidates
+        if search_row_visible(ctx.profile, scope, row) and _valid_at(row, valid_at))
+
+
+def _valid_at(row: dict, valid_at: str | None) -> bool:
+    start = row["ts_valid_start"]
+    return valid_at is None or start is None or start[:10] <= valid_at[:10]
+
+
+def rank_and_trim(ctx: SearchContext) -> None:
+    """Over-fetch 2k visible rows, score them, keep the best k."""
+    k = ctx.request.top_k
+    pool = []
+    for row, sim in ctx.candidates:
+        pool.append((row, _score(ctx.profile, ctx.request.query, row, sim)))
+        if len(pool) >= 2 * k:
+            break
+    pool.sort(key=lambda rs: (rs[1], rs[0]["created_at"]), reverse=True)
+    ctx.results = [(row, round(score, 4)) for row, score in pool[:k]]
+
+
+def _score(profile: Profile, query: str, row: dict, cosine: float) -> float:
+    w = profile.keyword_weight
+    similarity = (1 - w) * cosine + w * keyword_score(query, row["content"])
+    base = profile.similarity_blend * similarity + (1 - profile.similarity_blend) * row["weight"]
+    return base * STATUS_PENALTY.get(row["status"], 1.0)
+
+
+def append_successors(ctx: SearchContext) -> None:
+    """Rule 9: successors of returned outdated/conflicted rows, under the same scope."""
+    stale = [row["id"] for row, _ in ctx.results if row["status"] in STATUS_PENALTY]
+    if not stale:
+        return
+    seen = {row["id"] for row, _ in ctx.results}
+    scope = SearchScope(ctx.scope.viewer, ctx.fleet_ids, ctx.request.filter_agent_id, None,
+                        None)
+    for row in ctx.storage.successors_of(ctx.request.tenant_id, stale):
+        if row["id"] not in seen and search_row_visible(ctx.profile, scope, row):
+            ctx.results.append((row, None))
+            seen.add(row["id"])
+
+
+STEPS: dict[str, Callable[[SearchContext], Any]] = {
+    fn.__name__: fn for fn in (resolve_search_identity, apply_agent_fleet_rules,
+                               score_candidates, filter_visible, rank_and_trim,
+                               append_successors)
+}
+
+
+def validate_steps(names: tuple[str, ...]) -> None:
+    unknown = [n for n in names if n not in STEPS]
+    if unknown:
+        raise ValueError(f"unknown search steps: {unknown}")
+
+
+def run_search(ctx: SearchContext) -> list[tuple[dict, float | None]]:
+    for name in ctx.profile.search_steps:
+        STEPS[name](ctx)
+    return ctx.results

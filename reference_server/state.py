@@ -1,0 +1,40 @@
+"""Everything a request handler needs, built once per server process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from .auth import Caller, KeyRegistry
+from .contradiction import ContradictionDetector
+from .embedding import Embedder
+from .latency import LatencySimulator
+from .profiles import Profile
+from .ratelimit import RateLimiter
+from .storage import AgentRow, SqliteStorage
+
+
+@dataclass
+class ServerState:
+    profile: Profile
+    storage: SqliteStorage
+    embedder: Embedder
+    keys: KeyRegistry
+    limiter: RateLimiter
+    detector: ContradictionDetector
+    latency: LatencySimulator | None = None
+
+    def rate_limit(self, bucket: str, caller: Caller, raw_key: str | None) -> None:
+        per_tenant = self.profile.rate_limit_key == "tenant" and caller.tenant_id
+        key = f"tenant:{caller.tenant_id}" if per_tenant else f"key:{raw_key or ''}"
+        self.limiter.hit(bucket, key)
+
+    def agent_of(self, caller: Caller) -> AgentRow | None:
+        if caller.agent_id is None or caller.tenant_id is None:
+            return None
+        return self.storage.get_agent(caller.tenant_id, caller.agent_id)
+
+
+def state_of(request: Request) -> ServerState:
+    return request.app.state.server

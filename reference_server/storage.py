@@ -1,0 +1,588 @@
+"""Storage: one small interface (`Storage`) and its SQLite implementation (WAL, one file).
+
+Every acknowledged write is committed before the response is sent; the contradiction job
+for a memory is inserted in the same transaction as the memory row, so a restart or a
+`kill -9` loses neither. Vector scores come from an in-memory matrix per tenant, rebuilt
+lazily from the stored embeddings (a PostgreSQL backend would use pgvector instead).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+LIVE_STATUSES = ("active", "confirmed", "pending")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tenants (
+    tenant_id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_hash TEXT PRIMARY KEY,
+    id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    agent_id TEXT,
+    kind TEXT NOT NULL,
+    key_prefix TEXT NOT NULL,
+    label TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS agents (
+    tenant_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    fleet_id TEXT,
+    display_name TEXT,
+    trust_level INTEGER NOT NULL DEFAULT 1,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, agent_id)
+);
+CREATE TABLE IF NOT EXISTS memories (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    fleet_id TEXT,
+    agent_id TEXT NOT NULL,
+    memory_type TEXT NOT NULL,
+    title TEXT,
+    content TEXT NOT NULL,
+    weight REAL NOT NULL DEFAULT 0.5,
+    source_uri TEXT,
+    run_id TEXT,
+    metadata TEXT,
+    content_hash TEXT NOT NULL,
+    client_request_id TEXT,
+    created_at TEXT NOT NULL,
+    expires_at TEXT,
+    deleted_at TEXT,
+    ts_valid_start TEXT,
+    ts_valid_end TEXT,
+    subject_entity_id TEXT,
+    predicate TEXT,
+    object_value TEXT,
+    status TEXT NOT NULL DEFAULT 'active',
+    visibility TEXT NOT NULL DEFAULT 'scope_team',
+    recall_count INTEGER NOT NULL DEFAULT 0,
+    last_recalled_at TEXT,
+    supersedes_id TEXT,
+    embedding BLOB
+);
+CREATE INDEX IF NOT EXISTS ix_memories_tenant_created ON memories (tenant_id, created_at);
+CREATE INDEX IF NOT EXISTS ix_memories_hash ON memories (tenant_id, content_hash);
+CREATE INDEX IF NOT EXISTS ix_memories_subject ON memories (tenant_id, subject_entity_id);
+CREATE INDEX IF NOT EXISTS ix_memories_supersedes ON memories (supersedes_id);
+CREATE INDEX IF NOT EXISTS ix_memories_request ON memories (tenant_id, client_request_id);
+CREATE TABLE IF NOT EXISTS entities (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    fleet_id TEXT,
+    entity_type TEXT NOT NULL,
+    canonical_name TEXT NOT NULL,
+    attributes TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ix_entities_match ON entities (tenant_id, entity_type, canonical_name);
+CREATE TABLE IF NOT EXISTS memory_entity_links (
+    memory_id TEXT NOT NULL,
+    entity_id TEXT NOT NULL,
+    role TEXT,
+    PRIMARY KEY (memory_id, entity_id)
+);
+CREATE INDEX IF NOT EXISTS ix_links_entity ON memory_entity_links (entity_id);
+CREATE TABLE IF NOT EXISTS detection_jobs (
+    memory_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    due_at REAL NOT NULL,
+    enqueued_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS idempotency (
+    tenant_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    status_code INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, key)
+);
+"""
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    tenant_id: str
+    agent_id: str
+    fleet_id: str | None
+    trust_level: int
+    display_name: str | None = None
+    created_at: str = ""
+    updated_at: str = ""
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    id: str
+    tenant_id: str
+    agent_id: str | None
+    kind: str
+    key_prefix: str
+    created_at: str
+
+
+@dataclass
+class IdempotencyRecord:
+    tenant_id: str
+    key: str
+    request_hash: str
+    status_code: int
+    body: str
+
+
+@dataclass
+class ListFilter:
+    tenant_id: str
+    fleet_id: str | None = None
+    agent_id: str | None = None
+    memory_type: str | None = None
+    exclude_memory_types: Sequence[str] = ()
+    status: str | None = None
+    run_id: str | None = None
+    created_after: str | None = None
+    created_before: str | None = None
+    include_deleted: bool = False
+    sort: str = "created_at"
+    order: str = "desc"
+    # (created_at, id) of the last row already returned, for the created_at-desc cursor.
+    after: tuple[str, str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Storage(Protocol):
+    """What the server needs from a store; SQLite today, PostgreSQL + pgvector later."""
+
+    def create_tenant(self, tenant_id: str) -> bool: ...
+    def tenant_exists(self, tenant_id: str) -> bool: ...
+    def add_key(self, key_hash: str, row: KeyRow, label: str | None = None) -> None: ...
+    def find_key(self, key_hash: str) -> KeyRow | None: ...
+    def get_agent(self, tenant_id: str, agent_id: str) -> AgentRow | None: ...
+    def upsert_agent(self, agent: AgentRow) -> None: ...
+    def insert_memory(self, row: dict, embedding: np.ndarray | None,
+                      links: Sequence[tuple[str, str]], detection_due_at: float | None,
+                      idempotency: IdempotencyRecord | None) -> None: ...
+    def get_memory(self, tenant_id: str, memory_id: str) -> dict | None: ...
+    def memories_by_ids(self, tenant_id: str, ids: Sequence[str]) -> list[dict]: ...
+    def find_exact_duplicate(self, tenant_id: str, fleet_id: str | None, agent_id: str,
+                             content_hash: str) -> str | None: ...
+    def find_client_request(self, tenant_id: str, client_request_id: str) -> str | None: ...
+    def ranked_by_similarity(self, tenant_id: str, vector: np.ndarray,
+                             min_similarity: float) -> tuple[np.ndarray, np.ndarray]: ...
+    def rows_by_rowids(self, rowids: Sequence[int]) -> dict[int, dict]: ...
+    def iter_memories(self, flt: ListFilter) -> Iterator[dict]: ...
+    def successors_of(self, tenant_id: str, ids: Sequence[str]) -> list[dict]: ...
+    def update_status(self, tenant_id: str, memory_id: str, status: str) -> None: ...
+    def soft_delete(self, tenant_id: str, memory_id: str) -> None: ...
+    def reassign(self, tenant_id: str, memory_ids: Sequence[str], agent_id: str) -> None: ...
+    def record_recalls(self, tenant_id: str, ids: Sequence[str]) -> None: ...
+
+
+class VectorIndex:
+    """Per-tenant embedding matrix kept in memory, loaded lazily from the store."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self._rowids: dict[str, np.ndarray] = {}
+        self._matrix: dict[str, np.ndarray] = {}
+        self._count: dict[str, int] = {}
+
+    def loaded(self, tenant_id: str) -> bool:
+        return tenant_id in self._count
+
+    def load(self, tenant_id: str, rows: list[tuple[int, bytes]]) -> None:
+        capacity = max(1024, len(rows) * 2)
+        matrix = np.zeros((capacity, self.dim), dtype=np.float32)
+        rowids = np.zeros(capacity, dtype=np.int64)
+        for i, (rowid, blob) in enumerate(rows):
+            rowids[i] = rowid
+            matrix[i] = np.frombuffer(blob, dtype=np.float32)
+        self._rowids[tenant_id], self._matrix[tenant_id] = rowids, matrix
+        self._count[tenant_id] = len(rows)
+
+    def add(self, tenant_id: str, rowid: int, vector: np.ndarray) -> None:
+        if not self.loaded(tenant_id):
+            return  # loaded from the store, including this row, on first use
+        n = self._count[tenant_id]
+        if n == len(self._rowids[tenant_id]):
+            self._rowids[tenant_id] = np.resize(self._rowids[tenant_id], n * 2)
+            grown = np.zeros((n * 2, self.dim), dtype=np.float32)
+            grown[:n] = self._matrix[tenant_id][:n]
+            self._matrix[tenant_id] = grown
+        self._rowids[tenant_id][n] = rowid
+        self._matrix[tenant_id][n] = vector
+        self._count[tenant_id] = n + 1
+
+    def ranked(self, tenant_id: str, vector: np.ndarray,
+               min_similarity: float) -> tuple[np.ndarray, np.ndarray]:
+        n = self._count.get(tenant_id, 0)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        sims = self._matrix[tenant_id][:n] @ vector
+        keep = np.nonzero(sims >= min_similarity)[0]
+        order = keep[np.argsort(-sims[keep], kind="stable")]
+        return self._rowids[tenant_id][order], sims[order]
+
+
+class SqliteStorage:
+    def __init__(self, path: Path | str, dim: int) -> None:
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # WAL + NORMAL: a committed transaction survives a process crash (kill -9);
+        # only an OS crash could lose the last commits.
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.executescript(SCHEMA)
+        self.index = VectorIndex(dim)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _one(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Row | None:
+        with self._lock:
+            return self._db.execute(sql, args).fetchone()
+
+    def _all(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    # tenants and keys --------------------------------------------------------------------
+
+    def create_tenant(self, tenant_id: str) -> bool:
+        with self._tx() as db:
+            cur = db.execute("INSERT OR IGNORE INTO tenants VALUES (?, ?)", (tenant_id, now_iso()))
+            return cur.rowcount == 1
+
+    def tenant_exists(self, tenant_id: str) -> bool:
+        return self._one("SELECT 1 FROM tenants WHERE tenant_id = ?", (tenant_id,)) is not None
+
+    def add_key(self, key_hash: str, row: KeyRow, label: str | None = None) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO api_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (key_hash, row.id, row.tenant_id, row.agent_id, row.kind, row.key_prefix,
+                 label, row.created_at),
+            )
+
+    def find_key(self, key_hash: str) -> KeyRow | None:
+        r = self._one("SELECT id, tenant_id, agent_id, kind, key_prefix, created_at "
+                      "FROM api_keys WHERE key_hash = ?", (key_hash,))
+        return KeyRow(**dict(r)) if r else None
+
+    # agents ------------------------------------------------------------------------------
+
+    def get_agent(self, tenant_id: str, agent_id: str) -> AgentRow | None:
+        r = self._one("SELECT tenant_id, agent_id, fleet_id, trust_level, display_name, "
+                      "created_at, updated_at FROM agents WHERE tenant_id = ? AND agent_id = ?",
+                      (tenant_id, agent_id))
+        return AgentRow(**dict(r)) if r else None
+
+    def upsert_agent(self, agent: AgentRow) -> None:
+        now = now_iso()
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO agents VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant_id, agent_id) DO UPDATE SET fleet_id = excluded.fleet_id, "
+                "display_name = excluded.display_name, trust_level = excluded.trust_level, "
+                "updated_at = excluded.updated_at",
+                (agent.tenant_id, agent.agent_id, agent.fleet_id, agent.display_name,
+                 agent.trust_level, agent.created_at or now, now),
+            )
+
+    # memories ----------------------------------------------------------------------------
+
+    def insert_memory(self, row: dict, embedding: np.ndarray | None,
+                      links: Sequence[tuple[str, str]] = (), detection_due_at: float | None = None,
+                      idempotency: IdempotencyRecord | None = None) -> None:
+        """Row, entity links, detection job and idempotency record commit together."""
+        values = dict(row)
+        if values.get("metadata") is not None:
+            values["metadata"] = json.dumps(values["metadata"])
+        if embedding is not None:
+            values["embedding"] = embedding.astype(np.float32).tobytes()
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        with self._tx() as db:
+            cur = db.execute(f"INSERT INTO memories ({cols}) VALUES ({marks})",
+                             tuple(values.values()))
+            rowid = cur.lastrowid
+            db.executemany("INSERT OR IGNORE INTO memory_entity_links VALUES (?, ?, ?)",
+                           [(row["id"], eid, role) for eid, role in links])
+            if detection_due_at is not None:
+                db.execute("INSERT OR REPLACE INTO detection_jobs VALUES (?, ?, ?, ?)",
+                           (row["id"], row["tenant_id"], detection_due_at, now_iso()))
+            if idempotency is not None:
+                db.execute("INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, ?, ?, ?)",
+                           (idempotency.tenant_id, idempotency.key, idempotency.request_hash,
+                            idempotency.status_code, idempotency.body, now_iso()))
+        if embedding is not None and rowid is not None:
+            self.index.add(row["tenant_id"], rowid, embedding)
+
+    def get_memory(self, tenant_id: str, memory_id: str) -> dict | None:
+        r = self._one("SELECT rowid AS _rowid, * FROM memories WHERE tenant_id = ? AND id = ?",
+                      (tenant_id, memory_id))
+        return _row(r) if r else None
+
+    def memories_by_ids(self, tenant_id: str, ids: Sequence[str]) -> list[dict]:
+        if not ids:
+            return []
+        marks = ", ".join("?" for _ in ids)
+        rows = self._all(f"SELECT rowid AS _rowid, * FROM memories WHERE tenant_id = ? "
+                         f"AND id IN ({marks})", (tenant_id, *ids))
+        return [_row(r) for r in rows]
+
+    def find_exact_duplicate(self, tenant_id: str, fleet_id: str | None, agent_id: str,
+                             content_hash: str) -> str | None:
+        r = self._one("SELECT id FROM memories WHERE tenant_id = ? AND content_hash = ? "
+                      "AND fleet_id IS ? AND agent_id = ? AND deleted_at IS NULL LIMIT 1",
+                      (tenant_id, content_hash, fleet_id, agent_id))
+        return r["id"] if r else None
+
+    def find_client_request(self, tenant_id: str, client_request_id: str) -> str | None:
+        r = self._one("SELECT id FROM memories WHERE tenant_id = ? AND client_request_id = ? "
+                      "LIMIT 1", (tenant_id, client_request_id))
+        return r["id"] if r else None
+
+    def ranked_by_similarity(self, tenant_id: str, vector: np.ndarray,
+                             min_similarity: float) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            if not self.index.loaded(tenant_id):
+                rows = self._db.execute(
+                    "SELECT rowid, embedding FROM memories WHERE tenant_id = ? "
+                    "AND embedding IS NOT NULL ORDER BY rowid", (tenant_id,)).fetchall()
+                self.index.load(tenant_id, [(r[0], r[1]) for r in rows])
+            return self.index.ranked(tenant_id, vector, min_similarity)
+
+    def rows_by_rowids(self, rowids: Sequence[int]) -> dict[int, dict]:
+        if len(rowids) == 0:
+            return {}
+        marks = ", ".join("?" for _ in rowids)
+        rows = self._all(f"SELECT rowid AS _rowid, * FROM memories WHERE rowid IN ({marks})",
+                         [int(x) for x in rowids])
+        return {r["_rowid"]: _row(r) for r in rows}
+
+    def iter_memories(self, flt: ListFilter, chunk: int = 500) -> Iterator[dict]:
+        where, args = _list_where(flt)
+        direction = "DESC" if flt.order == "desc" else "ASC"
+        sql = (f"SELECT rowid AS _rowid, * FROM memories WHERE {' AND '.join(where)} "
+               f"ORDER BY {flt.sort} {direction}, id {direction} LIMIT ? OFFSET ?")
+        offset = 0
+        while True:
+            rows = self._all(sql, (*args, chunk, offset))
+            yield from (_row(r) for r in rows)
+            if len(rows) < chunk:
+                return
+            offset += chunk
+
+    def successors_of(self, tenant_id: str, ids: Sequence[str]) -> list[dict]:
+        if not ids:
+            return []
+        marks = ", ".join("?" for _ in ids)
+        rows = self._all(f"SELECT rowid AS _rowid, * FROM memories WHERE tenant_id = ? AND "
+                         f"deleted_at IS NULL AND supersedes_id IN ({marks})", (tenant_id, *ids))
+        return [_row(r) for r in rows]
+
+    def update_status(self, tenant_id: str, memory_id: str, status: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE memories SET status = ? WHERE tenant_id = ? AND id = ?",
+                       (status, tenant_id, memory_id))
+
+    def soft_delete(self, tenant_id: str, memory_id: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE memories SET status = 'deleted', deleted_at = ? "
+                       "WHERE tenant_id = ? AND id = ?", (now_iso(), tenant_id, memory_id))
+
+    def reassign(self, tenant_id: str, memory_ids: Sequence[str], agent_id: str) -> None:
+        """Redistribute: new owner; a private row becomes fleet-visible (MemClaw: promoted)."""
+        with self._tx() as db:
+            db.executemany(
+                "UPDATE memories SET agent_id = ?, visibility = CASE visibility WHEN "
+                "'scope_agent' THEN 'scope_team' ELSE visibility END "
+                "WHERE tenant_id = ? AND id = ?",
+                [(agent_id, tenant_id, mid) for mid in memory_ids])
+
+    def record_recalls(self, tenant_id: str, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        now = now_iso()
+        with self._tx() as db:
+            db.executemany("UPDATE memories SET recall_count = recall_count + 1, "
+                           "last_recalled_at = ? WHERE tenant_id = ? AND id = ?",
+                           [(now, tenant_id, mid) for mid in ids])
+
+    def count_memories(self, tenant_id: str | None = None) -> int:
+        if tenant_id is None:
+            return self._one("SELECT count(*) FROM memories")[0]
+        return self._one("SELECT count(*) FROM memories WHERE tenant_id = ?", (tenant_id,))[0]
+
+    # contradiction detection -------------------------------------------------------------
+
+    def due_jobs(self, now: float, limit: int = 50) -> list[tuple[str, str]]:
+        rows = self._all("SELECT memory_id, tenant_id FROM detection_jobs WHERE due_at <= ? "
+                         "ORDER BY due_at LIMIT ?", (now, limit))
+        return [(r[0], r[1]) for r in rows]
+
+    def next_due_at(self) -> float | None:
+        r = self._one("SELECT min(due_at) FROM detection_jobs")
+        return r[0] if r and r[0] is not None else None
+
+    def detection_pending(self, memory_id: str) -> bool:
+        return self._one("SELECT 1 FROM detection_jobs WHERE memory_id = ?",
+                         (memory_id,)) is not None
+
+    def pending_detection_count(self) -> int:
+        return self._one("SELECT count(*) FROM detection_jobs")[0]
+
+    def rdf_candidates(self, row: dict) -> list[dict]:
+        """Live rows of the same tenant and fleet (strict) asserting another object for the
+        same subject and predicate."""
+        marks = ", ".join("?" for _ in LIVE_STATUSES)
+        rows = self._all(
+            f"SELECT rowid AS _rowid, * FROM memories WHERE tenant_id = ? AND fleet_id IS ? "
+            f"AND subject_entity_id = ? AND lower(predicate) = lower(?) AND object_value <> ? "
+            f"AND status IN ({marks}) AND deleted_at IS NULL AND id <> ?",
+            (row["tenant_id"], row["fleet_id"], row["subject_entity_id"], row["predicate"],
+             row["object_value"], *LIVE_STATUSES, row["id"]))
+        return [_row(r) for r in rows]
+
+    def complete_detection(self, memory_id: str,
+                           supersessions: Sequence[tuple[str, str]]) -> None:
+        """Apply (newer_id, older_id) pairs and drop the job, in one transaction."""
+        with self._tx() as db:
+            for newer_id, older_id in supersessions:
+                db.execute("UPDATE memories SET status = 'outdated' WHERE id = ? "
+                           "AND deleted_at IS NULL", (older_id,))
+                db.execute("UPDATE memories SET supersedes_id = ? WHERE id = ? "
+                           "AND supersedes_id IS NULL", (older_id, newer_id))
+            db.execute("DELETE FROM detection_jobs WHERE memory_id = ?", (memory_id,))
+
+    # entities ----------------------------------------------------------------------------
+
+    def find_entity(self, tenant_id: str, entity_type: str, canonical_name: str,
+                    fleet_id: str | None) -> dict | None:
+        r = self._one("SELECT * FROM entities WHERE tenant_id = ? AND entity_type = ? "
+                      "AND canonical_name = ? AND fleet_id IS ?",
+                      (tenant_id, entity_type, canonical_name, fleet_id))
+        return _entity(r) if r else None
+
+    def get_entity(self, tenant_id: str, entity_id: str) -> dict | None:
+        r = self._one("SELECT * FROM entities WHERE tenant_id = ? AND id = ?",
+                      (tenant_id, entity_id))
+        return _entity(r) if r else None
+
+    def save_entity(self, entity: dict) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO entities VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (entity["id"], entity["tenant_id"], entity["fleet_id"],
+                        entity["entity_type"], entity["canonical_name"],
+                        json.dumps(entity["attributes"]), entity["created_at"]))
+
+    def entity_links_of(self, memory_ids: Sequence[str]) -> dict[str, list[dict]]:
+        if not memory_ids:
+            return {}
+        marks = ", ".join("?" for _ in memory_ids)
+        rows = self._all(f"SELECT memory_id, entity_id, role FROM memory_entity_links "
+                         f"WHERE memory_id IN ({marks})", list(memory_ids))
+        links: dict[str, list[dict]] = {}
+        for r in rows:
+            links.setdefault(r["memory_id"], []).append(
+                {"entity_id": r["entity_id"], "role": r["role"]})
+        return links
+
+    def memories_linked_to(self, tenant_id: str, entity_id: str) -> list[dict]:
+        rows = self._all("SELECT m.rowid AS _rowid, m.* FROM memories m JOIN memory_entity_links l "
+                         "ON l.memory_id = m.id WHERE m.tenant_id = ? AND l.entity_id = ? "
+                         "AND m.deleted_at IS NULL ORDER BY m.created_at DESC",
+                         (tenant_id, entity_id))
+        return [_row(r) for r in rows]
+
+    # idempotency -------------------------------------------------------------------------
+
+    def get_idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+        r = self._one("SELECT tenant_id, key, request_hash, status_code, body FROM idempotency "
+                      "WHERE tenant_id = ? AND key = ?", (tenant_id, key))
+        return IdempotencyRecord(**dict(r)) if r else None
+
+
+_SORTABLE = {"created_at", "weight", "memory_type", "agent_id", "status", "recall_count",
+             "fleet_id", "tenant_id", "expires_at", "deleted_at"}
+
+
+def _list_where(flt: ListFilter) -> tuple[list[str], list[Any]]:
+    if flt.sort not in _SORTABLE:
+        raise ValueError(f"unsortable column {flt.sort}")
+    where, args = ["tenant_id = ?"], [flt.tenant_id]
+    equals = {"fleet_id": flt.fleet_id, "agent_id": flt.agent_id,
+              "memory_type": flt.memory_type, "status": flt.status, "run_id": flt.run_id}
+    for column, value in equals.items():
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value)
+    if flt.exclude_memory_types:
+        where.append(f"memory_type NOT IN ({', '.join('?' for _ in flt.exclude_memory_types)})")
+        args.extend(flt.exclude_memory_types)
+    if flt.created_after:
+        where.append("created_at > ?")
+        args.append(flt.created_after)
+    if flt.created_before:
+        where.append("created_at < ?")
+        args.append(flt.created_before)
+    if not flt.include_deleted:
+        where.append("deleted_at IS NULL")
+    if flt.after:
+        where.append("(created_at < ? OR (created_at = ? AND id < ?))")
+        args.extend([flt.after[0], flt.after[0], flt.after[1]])
+    return where, args
+
+
+def _row(r: sqlite3.Row) -> dict:
+    d = dict(r)
+    if d.get("metadata") is not None:
+        d["metadata"] = json.loads(d["metadata"])
+    return d
+
+
+def _entity(r: sqlite3.Row) -> dict:
+    d = dict(r)
+    d["attributes"] = json.loads(d["attributes"])
+    return d
+
+
+def monotonic_due(delay_s: float) -> float:
+    """Detection due times are wall-clock epochs so they survive a restart."""
+    return time.time() + delay_s
