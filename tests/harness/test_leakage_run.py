@@ -1,0 +1,171 @@
+"""Leakage end to end against the real reference server, at smoke scale, per profile.
+
+One smoke run per profile (module scope, raised rate limits); each test asserts what the
+paper's qualitative result is under that profile, judged from the recorded events. Counts
+are derived from the plan (F fleets, K agents), never typed in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleetprobe import load_params, run_experiment
+from fleetprobe.targets import target_for_server
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = REPO / "params/smoke/leakage.yaml"
+RAISED_LIMITS = ("--write-rate", "1000/second", "--search-rate", "6000/minute")
+KEY_PATTERN = re.compile(r"mc_[A-Za-z0-9_-]{20,}")
+
+
+def events(run_dir: Path, phase: str, **where: Any) -> list[dict[str, Any]]:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines)
+            if e["phase"] == phase and all(e[k] == v for k, v in where.items())]
+
+
+def variant(w: str, s: str) -> dict[str, str]:
+    return {"variant_write": w, "variant_search": s}
+
+
+class SmokeRun:
+    def __init__(self, run_dir: Path, params: dict[str, Any], secrets: set[str]) -> None:
+        self.dir = run_dir
+        self.params = params
+        self.secrets = secrets
+        self.manifest = json.loads((run_dir / "manifest.json").read_text())
+        fleets, agents = params["fleets"], params["agents_per_fleet"]
+        # ground truth sizes of the F x K matrix
+        self.cross_fleet_fleet_probes = fleets * (fleets - 1) * agents
+        self.authors = fleets
+        self.deny = fleets * agents * 2 * fleets - (fleets * agents + fleets)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, SmokeRun]]:
+    from reference_server.process import ReferenceServer
+
+    out: dict[str, SmokeRun] = {}
+    for profile in ("memclaw-2026-05-30", "memclaw-2026-05-31", "naive"):
+        root = tmp_path_factory.mktemp(profile)
+        params = load_params(SMOKE, [f"traces_root={root}", f"target.profile={profile}"])
+        with ReferenceServer(profile=profile, extra_args=RAISED_LIMITS) as server:
+            target = target_for_server(server, profile)
+            run_dir = run_experiment("leakage", params, target=target)
+        out[profile] = SmokeRun(run_dir, params, set(target.secrets))
+    yield out
+
+
+def test_runs_complete_with_every_planned_event(runs: dict[str, SmokeRun]) -> None:
+    for profile, run in runs.items():
+        m = run.manifest
+        assert m["complete"] is True, (profile, m["incomplete_reason"])
+        assert m["planned"] == m["executed"], profile
+        assert m["skipped"] == []
+        assert m["target"]["server_profile"] == profile
+        assert {e["status"] for e in events(run.dir, "write")} == {201}
+
+
+def test_no_key_reaches_the_trace(runs: dict[str, SmokeRun]) -> None:
+    for run in runs.values():
+        for path in run.dir.iterdir():
+            text = path.read_text()
+            assert not any(s in text for s in run.secrets), path
+            assert not KEY_PATTERN.search(text), path  # agent keys included
+
+
+def test_0530_trust1_cross_fleet_get_returns_the_row(runs: dict[str, SmokeRun]) -> None:
+    run = runs["memclaw-2026-05-30"]
+    table3 = events(run.dir, "agent_probe")
+    assert [e["status"] for e in table3] == [200, 200, 200, 200]
+    (t1_cross,) = [e for e in table3 if e["trust"] == 1 and e["relation"] == "cross_fleet"]
+    assert t1_cross["returned"] is True and t1_cross["leak"] is True
+    assert all(e["returned"] for e in table3)
+
+
+def test_whoami_confirms_each_agent_identity(runs: dict[str, SmokeRun]) -> None:
+    run = runs["memclaw-2026-05-30"]
+    whoami = events(run.dir, "whoami")
+    (tenant,) = [e for e in whoami if e["credential"] == "tenant"]
+    assert tenant["status"] == 200 and tenant["whoami_agent_id"] is None
+    agents = [e for e in whoami if e["credential"] == "agent"]
+    assert agents and all(e["whoami_agent_id"] == e["prober_agent"] for e in agents)
+    assert all(e["provisioned"] for e in events(run.dir, "provision"))
+
+
+def test_0530_tenant_key_get_exposure_is_total(runs: dict[str, SmokeRun]) -> None:
+    run = runs["memclaw-2026-05-30"]
+    gets = events(run.dir, "probe", axis="get")
+    assert gets and all(e["status"] == 200 and e["returned"] for e in gets)
+    for pair in run.params["variants"]:
+        deny = [e for e in gets if e["expected"] == "deny" and e | variant(*pair) == e]
+        assert len(deny) == run.deny and all(e["leak"] for e in deny)
+
+
+def test_0530_default_search_holds_scope_and_misses_only_own_agent_secrets(
+    runs: dict[str, SmokeRun],
+) -> None:
+    run = runs["memclaw-2026-05-30"]
+    search = events(run.dir, "probe", axis="search", **variant("fleet_id", "fleet_ids"))
+    assert not [e for e in search if e["leak"]]
+    misses = [e for e in search if e["miss"]]
+    assert len(misses) == run.authors
+    assert all(e["secret_scope"] == "agent" and e["relation"] == "same_agent" for e in misses)
+
+
+@pytest.mark.parametrize("switch", [("no_fleet", "fleet_ids"), ("fleet_id", "fleet_id_singular")])
+def test_0530_each_hypothesis_switch_leaks_every_cross_fleet_fleet_secret(
+    runs: dict[str, SmokeRun], switch: tuple[str, str]
+) -> None:
+    run = runs["memclaw-2026-05-30"]
+    search = events(run.dir, "probe", axis="search", **variant(*switch))
+    leaks = [e for e in search if e["leak"]]
+    assert len(leaks) == run.cross_fleet_fleet_probes
+    assert all(e["secret_scope"] == "fleet" and e["relation"] == "cross_fleet" for e in leaks)
+    assert len([e for e in search if e["miss"]]) == run.authors
+
+
+def test_no_fleet_variant_stores_a_null_fleet_id(runs: dict[str, SmokeRun]) -> None:
+    writes = events(runs["memclaw-2026-05-30"].dir, "write")
+    no_fleet = [w for w in writes if w["variant_write"] == "no_fleet"]
+    with_fleet = [w for w in writes if w["variant_write"] == "fleet_id"]
+    assert no_fleet and all(w["stored_fleet_id"] is None for w in no_fleet)
+    assert all(w["stored_fleet_id"] == w["writer_fleet"] for w in with_fleet)
+
+
+def test_0531_reprobe_denies_trust1_cross_fleet_and_admits_trust2(
+    runs: dict[str, SmokeRun],
+) -> None:
+    run = runs["memclaw-2026-05-31"]
+    reprobe = events(run.dir, "reprobe")
+    t1_cross = [e for e in reprobe if e["trust"] == 1 and e["relation"] == "cross_fleet"]
+    t2_cross = [e for e in reprobe if e["trust"] == 2 and e["relation"] == "cross_fleet"]
+    same = [e for e in reprobe if e["relation"] == "same_fleet"]
+    assert t1_cross and not any(e["returned"] for e in t1_cross)
+    assert {e["status"] for e in t1_cross} == {404}
+    assert t2_cross and all(e["returned"] for e in t2_cross)
+    assert same and all(e["returned"] for e in same)
+    assert not any(e["leak"] for e in reprobe) and not any(e["miss"] for e in reprobe)
+    (t1_table3,) = [e for e in events(run.dir, "agent_probe")
+                    if e["trust"] == 1 and e["relation"] == "cross_fleet"]
+    assert t1_table3["status"] == 404 and t1_table3["leak"] is False
+
+
+def test_0530_reprobe_shows_the_gap_the_remediation_closed(runs: dict[str, SmokeRun]) -> None:
+    reprobe = events(runs["memclaw-2026-05-30"].dir, "reprobe")
+    t1_cross = [e for e in reprobe if e["trust"] == 1 and e["relation"] == "cross_fleet"]
+    assert t1_cross and all(e["leak"] for e in t1_cross)
+
+
+def test_naive_search_leaks_with_the_default_variant(runs: dict[str, SmokeRun]) -> None:
+    run = runs["naive"]
+    search = events(run.dir, "probe", axis="search", **variant("fleet_id", "fleet_ids"))
+    leaks = [e for e in search if e["leak"]]
+    assert leaks
+    # an ungoverned store shows agent secrets to peers too, which no MemClaw profile does
+    assert any(e["secret_scope"] == "agent" for e in leaks)
