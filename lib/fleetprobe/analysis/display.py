@@ -1,0 +1,45 @@
+"""Notebook helpers: show what `report.build` wrote, so notebook cells stay one line each."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+from IPython.display import Image, Markdown, display
+
+
+def show_notes(built: dict[str, Any]) -> None:
+    if built["notes"]:
+        display(Markdown("\n".join(f"- {note}" for note in built["notes"])))
+
+
+def show_table(built: dict[str, Any], name: str) -> None:
+    table = built["tables"][name]
+    if table.empty:
+        display(Markdown(f"_{table.note}_"))
+        return
+    display(table.frame.style.hide(axis="index"))
+    if table.note:
+        display(Markdown(f"_{table.note}_"))
+
+
+def show_figure(built: dict[str, Any], name: str) -> None:
+    figure = built["figures"][name]
+    png = [p for p in figure.paths if p.suffix == ".png"]
+    display(Image(filename=str(png[0])) if png else Markdown(f"_{figure.note}_"))
+
+
+def show_verdicts(built: dict[str, Any], claim_ids: Iterable[str]) -> None:
+    """The paper's value, the reproduced one and the verdict for some claims."""
+    wanted = list(claim_ids)
+    rows = [{"claim": v.label, "paper": v.paper, "reproduced": v.measured,
+             "verdict": v.status, "why": v.reason}
+            for v in built["verdicts"] if v.claim_id in wanted]
+    display(pd.DataFrame(rows).style.hide(axis="index"))
+
+
+def show_verdict_counts(built: dict[str, Any]) -> None:
+    counts = pd.Series([v.status for v in built["verdicts"]], name="claims").value_counts()
+    display(counts.to_frame())
+    display(Markdown(f"Full page: `{built['reproduction']}`"))

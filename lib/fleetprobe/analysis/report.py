@@ -1,0 +1,85 @@
+"""Every table, figure and the paper-versus-reproduction page, from the traces alone.
+
+    python -m fleetprobe report [--traces data/traces] [--out reports] [--run RUN_ID ...]
+
+`--run` names the canonical runs explicitly (repeat it); by default each experiment and
+profile is represented by its latest complete run at paper scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fleetprobe.analysis import figures, tables, verdict
+from fleetprobe.analysis.results import Results
+
+
+def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None,
+          ) -> dict[str, Any]:
+    """Write reports/tables, reports/figures and reports/REPRODUCTION.md; return what was
+    written, the verdicts and a note for everything that could not be drawn."""
+    out_dir = Path(out_dir)
+    results = Results.load(Path(traces_root), run_ids)
+    try:
+        unknown = sorted(set(run_ids or ()) - set(results.runs.run_id))
+        if unknown:
+            raise ValueError(f"no run named {', '.join(unknown)} under {traces_root}")
+        verdicts = verdict.judge_all(results)
+        table_list = tables.build_tables(results, verdicts)
+        table_paths = {t.name: tables.write_table(t, out_dir / "tables") for t in table_list}
+        figure_outputs = figures.write_figures(results, out_dir / "figures")
+        reproduction = verdict.write_reproduction(results, out_dir / "REPRODUCTION.md", verdicts)
+        notes = [t.note for t in table_list if t.empty]
+        notes += [f.note for f in figure_outputs.values() if f.note]
+        if results.runs.empty:
+            notes.insert(0, f"No runs found under {traces_root}: run an experiment first "
+                            "(make reproduce) or point --traces at a directory of runs.")
+        return {
+            "traces_root": Path(traces_root),
+            "out_dir": out_dir,
+            "tables": {t.name: t for t in table_list},
+            "table_paths": table_paths,
+            "figures": figure_outputs,
+            "reproduction": reproduction,
+            "verdicts": verdicts,
+            "canonical": results.canonical,
+            "notes": notes,
+        }
+    finally:
+        results.con.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="fleetprobe report",
+        description="Tables, figures and REPRODUCTION.md from run traces (no server needed).")
+    parser.add_argument("--traces", type=Path, default=Path("data/traces"),
+                        help="directory of run directories (default: data/traces)")
+    parser.add_argument("--out", type=Path, default=Path("reports"),
+                        help="output directory (default: reports)")
+    parser.add_argument("--run", dest="runs", action="append", default=None, metavar="RUN_ID",
+                        help="use this run as canonical for its experiment and profile "
+                             "(repeatable)")
+    args = parser.parse_args(argv)
+    if not args.traces.is_dir():
+        parser.error(f"--traces {args.traces} is not a directory of runs")
+    try:
+        built = build(args.traces, args.out, args.runs)
+    except ValueError as error:
+        parser.error(str(error))
+    counts: dict[str, int] = {}
+    for v in built["verdicts"]:
+        counts[v.status] = counts.get(v.status, 0) + 1
+    print(f"wrote {built['reproduction']}: " +
+          ", ".join(f"{n} {status}" for status, n in counts.items()))
+    print(f"tables in {args.out / 'tables'}, figures in {args.out / 'figures'}")
+    for note in built["notes"]:
+        print(f"note: {note}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
