@@ -4,11 +4,11 @@ does it admit in the first place?
 
 Plan. `n_facts` facts cycle through `TEMPLATES` (20 subject-predicate pairs on predicates the
 server treats as single-valued). Fact `i` uses template `i % 20` and its own subject entity
-(`<stem>-<i // 20>`, run-scoped by the nonce, upserted once); content is salted by the nonce.
-Every fact runs two scenarios, `sequential` (write 0, `sequential_delay_s`, write 1) then
-`concurrent` (writes 0 and 1 dispatched together), each pair asserting two different
-`object_value`s (`A` then `B`, drawn per fact from the template's pool by the seed). Both
-scenarios assert the same `A`, `B`.
+(`<stem>-<a word spelled from i>`, run-scoped by the nonce, upserted once); content is
+salted by the nonce. Every fact runs two scenarios, `sequential` (write 0,
+`sequential_delay_s`, write 1) then `concurrent` (writes 0 and 1 dispatched together), each
+pair asserting two different `object_value`s (`A` then `B`, drawn per fact from the template's
+pool by the seed). Both scenarios assert the same `A`, `B`.
 
 Prose (what each write's `content` says; the triple fields are the same in every mode):
 - `prose_diversity="low"`: write `i` of both scenarios uses sentence frame `i`, so the concurrent
@@ -121,29 +121,34 @@ FRAMES: tuple[str, ...] = (
     "Per the latest runbook entry, the {phrase} recorded for {subject} is set to {value}.",
 )
 
-# Long frames: a paragraph that two writes share verbatim apart from the value, so that a
-# strong-mode near-duplicate gate (MemClaw: cosine >= 0.97) sees the pair as near-identical.
-_LONG_CONTEXT = (
-    "This record belongs to the shared operational knowledge base that every agent of the "
-    "fleet consults before acting, it was compiled from the weekly infrastructure review, the "
-    "change advisory board minutes, the service catalogue export and the incident retrospective "
-    "notes, it has been cross checked against the configuration management database and the "
-    "deployment pipeline history, and it should be treated as the authoritative statement for "
-    "planning, escalation, capacity forecasting, compliance reporting and customer "
-    "communication until a later record replaces it"
-)
-_LONG_CONTEXT_AUDIT = (
-    "Carried over from the quarterly architecture audit, which interviewed service owners, "
-    "sampled dashboards, replayed alert histories and reconciled vendor invoices with the asset "
-    "register, this entry summarises what reviewers agreed during the closing workshop, after "
-    "disputes about naming were settled by the governance council and signed off by two "
-    "principal engineers, so downstream tooling, chatops assistants and quarterly roadmaps may "
-    "rely upon it without further confirmation"
-)
+# Long frames: a paragraph that the two writes of a pair share verbatim apart from the value,
+# so that a strong-mode near-duplicate gate (MemClaw: cosine >= 0.97) sees the pair as
+# near-identical. The subject is repeated throughout, so paragraphs about different facts stay
+# well apart and the gate only ever pairs a write with its own fact.
 LONG_FRAMES: tuple[str, ...] = (
-    _LONG_CONTEXT + ". According to that review the {phrase} of {subject} is {value}.",
-    _LONG_CONTEXT_AUDIT + ". The audit states that {subject} has {value} as its {phrase}.",
+    "Knowledge base entry for {subject}: every agent of the fleet consults the {subject} "
+    "record before acting on {subject}. The {subject} record was compiled from the weekly "
+    "infrastructure review of {subject}, the change advisory minutes about {subject} and the "
+    "{subject} incident retrospective, and was cross checked against the {subject} "
+    "configuration history. Treat it as the authoritative statement on {subject} for planning "
+    "and escalation until a later {subject} record replaces it. According to that review "
+    "the {phrase} of {subject} is {value}.",
+    "Quarterly architecture audit of {subject}, carried over verbatim: auditors interviewed "
+    "the {subject} owners, sampled {subject} dashboards, replayed {subject} alert histories "
+    "and reconciled {subject} invoices with the asset register. Reviewers of {subject} signed "
+    "off the closing workshop notes on {subject}, so tooling and roadmaps touching {subject} "
+    "may rely on this {subject} entry without further confirmation. The audit states that "
+    "{subject} has {value} as its {phrase}.",
 )
+
+
+_SYLLABLES = ("ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "vu", "ze", "bo", "da", "fi",
+              "gu", "he", "jo")
+
+
+def spelled(number: int, digits: int) -> str:
+    """A number as letters-only syllables (no digits: see `salted`)."""
+    return "".join(_SYLLABLES[(number >> (4 * k)) & 15] for k in reversed(range(digits)))
 
 
 class ContradictionParams(ExperimentParams):
@@ -159,7 +164,7 @@ class ContradictionParams(ExperimentParams):
     sequential_delay_s: float = Field(0.5, ge=0, description="gap inside the sequential pair")
     settle_s: float = Field(20.0, ge=0, description="wait after the last write, before re-fetch")
     fact_concurrency: int = Field(4, ge=1, description="facts whose pairs run at once")
-    stale_read_top_k: int = Field(10, ge=1, le=20)
+    stale_read_top_k: int = Field(20, ge=1, le=20)
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,7 @@ class PlannedFact:
     entity_type: str
     subject: str  # plan-level subject name; `scoped(subject, nonce)` is the entity
     predicate: str
+    phrase: str
     writes: tuple[PlannedWrite, ...]
 
     def scenario_writes(self, scenario: str) -> tuple[PlannedWrite, ...]:
@@ -217,7 +223,7 @@ def make_plan(params: ContradictionParams) -> ContradictionPlan:
     for i in range(params.n_facts):
         template = templates[i % len(templates)]
         values = values_rng.sample(template.values, 2)
-        subject = f"{template.subject_stem}-{i // len(templates)}"
+        subject = f"{template.subject_stem}-{spelled(i, 3)}"  # a word unique to the fact
         writes = tuple(
             PlannedWrite(
                 scenario=scenario,
@@ -232,21 +238,25 @@ def make_plan(params: ContradictionParams) -> ContradictionPlan:
             for w in range(2)
         )
         facts.append(PlannedFact(f"fact-{i:03d}", template.template_id, template.entity_type,
-                                 subject, template.predicate, writes))
+                                 subject, template.predicate, template.phrase, writes))
     return ContradictionPlan(tuple(facts))
-
-
-_SYLLABLES = ("ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "vu", "ze", "bo", "da", "fi",
-              "gu", "he", "jo")
 
 
 def salted(text: str, nonce: str) -> str:
     """Content salted with the run nonce spelled as syllables, not hex: MemClaw's strong-mode
     near-duplicate gate skips content holding identifier-like tokens (a hex run with digits
     and letters reads as a SHA), so a hex salt would switch off the very gate under test."""
-    word = "".join(_SYLLABLES[int(ch, 16) % 16] if ch in "0123456789abcdef" else ch
-                   for ch in nonce.lower())
+    try:
+        word = spelled(int(nonce, 16), len(nonce))
+    except ValueError:  # not hex: keep it, it is not identifier-like in the hex sense
+        word = nonce
     return f"{text} (run {word})"
+
+
+def stale_read_query(fact: PlannedFact, nonce: str) -> str:
+    """Names the fact, not one phrasing of it: every row of the fact carries all of these
+    words and rows of other facts lack the subject's own word, so the fact's rows rank first."""
+    return salted(f"the {fact.phrase} of {fact.subject}", nonce)
 
 
 def fact_key(fact_id: str, nonce: str) -> str:
@@ -367,7 +377,7 @@ async def _refetch(ctx: RunContext, write: dict[str, Any]) -> None:
 
 
 async def stale_reads(ctx: RunContext) -> None:
-    """Per fact-run, an active-only search for the run's prose: how many of its rows remain."""
+    """Per fact-run, an active-only search naming the fact: how many of the run's rows remain."""
     runs = [(fact, scenario) for fact in ctx.plan.facts for scenario in SCENARIOS]
     await ctx.gather([_stale_read(ctx, fact, scenario) for fact, scenario in runs],
                      desc="stale reads")
@@ -375,7 +385,7 @@ async def stale_reads(ctx: RunContext) -> None:
 
 async def _stale_read(ctx: RunContext, fact: PlannedFact, scenario: str) -> None:
     result = await ctx.client.search(ctx.tenant, {
-        "query": salted(fact.scenario_writes(scenario)[0].content, ctx.nonce),
+        "query": stale_read_query(fact, ctx.nonce),
         "fleet_ids": [scoped(CONTRADICTION_FLEET, ctx.nonce)],
         "status_filter": "active",
         "top_k": ctx.params.stale_read_top_k,
