@@ -25,6 +25,7 @@ from .schemas import (
     BulkMemoryCreate,
     MemoryCreate,
     MemoryFields,
+    MemoryUpdate,
     RedistributeRequest,
     SearchRequest,
     Text,
@@ -33,7 +34,14 @@ from .search_pipeline import SearchContext, run_search
 from .serialize import content_preview, memory_detail, memory_out
 from .state import ServerState, state_of
 from .storage import AgentRow, ListFilter
-from .write_pipeline import DuplicateError, WriteContext, iso, run_write
+from .write_pipeline import (
+    DuplicateError,
+    WriteContext,
+    content_hash,
+    iso,
+    require_min_length,
+    run_write,
+)
 
 router = APIRouter(prefix="/api/v1")
 CallerDep = Annotated[Caller, Depends(caller_from)]
@@ -268,6 +276,60 @@ async def patch_status(memory_id: UUID, tenant_id: Annotated[Text, Query()],
                             f"'{row['fleet_id']}'.")
     state.storage.update_status(tenant_id, row["id"], status)
     return {"memory_id": row["id"], "old_status": row["status"], "new_status": status}
+
+
+@router.patch("/memories/{memory_id}")
+async def update_memory(memory_id: UUID, body: MemoryUpdate,
+                        tenant_id: Annotated[Text, Query()], caller: CallerDep,
+                        state: StateDep, agent_id: Annotated[Text | None, Query()] = None
+                        ) -> dict:
+    caller.enforce_tenant(tenant_id)
+    given = body.model_dump(exclude_unset=True)
+    given.pop("metadata_mode", None)
+    if not given:
+        raise ApiError(400, "No fields to update")
+    if body.memory_type in RESERVED_MEMORY_TYPES:
+        raise ApiError(422, f"memory_type='{body.memory_type}' is server-reserved and cannot "
+                            "be supplied on writes. It is produced by the server.")
+    row = state.storage.get_memory(tenant_id, str(memory_id))
+    if row is None or row["deleted_at"] is not None:
+        raise ApiError(404, "Memory not found")
+    denial = scope.update_denial(state.profile, _viewer(state, caller, agent_id), row)
+    if denial:
+        raise ApiError(403, denial)
+    changes, embedding = _column_changes(state, row, body, given)
+    links = None if body.entity_links is None else [
+        (str(link.entity_id), link.role) for link in body.entity_links]
+    state.storage.update_memory(row, changes, embedding, links)
+    updated = state.storage.get_memory(tenant_id, row["id"])
+    return memory_out(updated, state.storage.entity_links_of([row["id"]]).get(row["id"]))
+
+
+def _column_changes(state: ServerState, row: dict, body: MemoryUpdate,
+                    given: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    changes = {k: v for k, v in given.items() if k not in ("entity_links", "metadata")}
+    for key in ("expires_at", "ts_valid_start", "ts_valid_end"):
+        if key in changes:
+            changes[key] = iso(getattr(body, key))
+    if "subject_entity_id" in changes and body.subject_entity_id is not None:
+        changes["subject_entity_id"] = str(body.subject_entity_id)
+    if "memory_type" in changes and changes["memory_type"] == "semantic":
+        changes["memory_type"] = "fact"
+    if "metadata" in given:
+        merge = body.metadata_mode != "replace"
+        changes["metadata"] = ({**(row["metadata"] or {}), **(body.metadata or {})} if merge
+                               else body.metadata)
+    embedding = None
+    if body.content is not None and body.content != row["content"]:
+        require_min_length(body.content)
+        changes["content_hash"] = content_hash(row["tenant_id"], row["fleet_id"], body.content)
+        if "check_exact_duplicate" in state.profile.write_steps:
+            existing = state.storage.find_exact_duplicate(
+                row["tenant_id"], row["fleet_id"], row["agent_id"], changes["content_hash"])
+            if existing and existing != row["id"]:
+                raise DuplicateError("exact", existing)
+        embedding = state.embedder.embed(body.content)
+    return changes, embedding
 
 
 @router.delete("/memories/{memory_id}", status_code=204)

@@ -69,6 +69,25 @@ class MemoryCreate(MemoryFields):
     persist: bool = True
 
 
+class MemoryUpdate(BaseModel):
+    content: Annotated[Text, Field(min_length=1, max_length=10000)] | None = None
+    memory_type: MemoryType | None = None
+    weight: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    title: Text | None = None
+    status: Annotated[Text, Field(pattern=STATUS_PATTERN)] | None = None
+    visibility: Annotated[Text, Field(pattern=VISIBILITY_PATTERN)] | None = None
+    metadata: dict[str, Any] | None = None
+    metadata_mode: Annotated[Text, Field(pattern=r"^(merge|replace)$")] | None = None
+    source_uri: Text | None = None
+    subject_entity_id: UUID | None = None
+    predicate: Text | None = None
+    object_value: Text | None = None
+    ts_valid_start: datetime | None = None
+    ts_valid_end: datetime | None = None
+    expires_at: datetime | None = None
+    entity_links: list[EntityLinkIn] | None = None
+
+
 class BulkMemoryItem(MemoryFields):
     pass
 

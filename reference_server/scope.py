@@ -126,6 +126,21 @@ def delete_denial(profile: Profile, viewer: Viewer, row: dict) -> str | None:
     return None
 
 
+def update_denial(profile: Profile, viewer: Viewer, row: dict) -> str | None:
+    """MemClaw's `enforce_update` plus the by-id write check (None = allowed)."""
+    if not profile.governed or viewer.agent_id is None:
+        return None
+    if viewer.agent is None:
+        return f"Agent '{viewer.agent_id}' is not registered and cannot update memories."
+    if viewer.agent.trust_level < 1:
+        return f"access policy: agent '{viewer.agent_id}' is restricted from updates."
+    if viewer.agent.trust_level < CROSS_FLEET_WRITE_TRUST and row["agent_id"] != viewer.agent_id:
+        return f"access policy: agent '{viewer.agent_id}' may only update its own memories."
+    if not row_access_allowed(profile, viewer, row, write=True):
+        return f"Agent '{viewer.agent_id}' cannot modify memory in fleet '{row['fleet_id']}'."
+    return None
+
+
 def redistribute_gate(profile: Profile, requester: AgentRow, target: AgentRow,
                       rows: Sequence[dict]) -> tuple[int, list[dict]]:
     """The trust the requester needs, and the rows it may move.

@@ -192,6 +192,26 @@ class Storage(Protocol):
     def rows_by_rowids(self, rowids: Sequence[int]) -> dict[int, dict]: ...
     def iter_memories(self, flt: ListFilter) -> Iterator[dict]: ...
     def successors_of(self, tenant_id: str, ids: Sequence[str]) -> list[dict]: ...
+    def update_memory(self, row: dict, changes: dict[str, Any], embedding: np.ndarray | None,
+                      links: Sequence[tuple[str, str]] | None) -> None:
+        """Column changes (and a new embedding / link set) in one transaction."""
+        values = dict(changes)
+        if "metadata" in values and values["metadata"] is not None:
+            values["metadata"] = json.dumps(values["metadata"])
+        if embedding is not None:
+            values["embedding"] = embedding.astype(np.float32).tobytes()
+        assignments = ", ".join(f"{column} = ?" for column in values)
+        with self._tx() as db:
+            if values:
+                db.execute(f"UPDATE memories SET {assignments} WHERE id = ?",
+                           (*values.values(), row["id"]))
+            if links is not None:
+                db.execute("DELETE FROM memory_entity_links WHERE memory_id = ?", (row["id"],))
+                db.executemany("INSERT OR IGNORE INTO memory_entity_links VALUES (?, ?, ?)",
+                               [(row["id"], eid, role) for eid, role in links])
+        if embedding is not None:
+            self.index.add(row["tenant_id"], row["_rowid"], embedding)
+
     def update_status(self, tenant_id: str, memory_id: str, status: str) -> None: ...
     def soft_delete(self, tenant_id: str, memory_id: str) -> None: ...
     def reassign(self, tenant_id: str, memory_ids: Sequence[str], agent_id: str) -> None: ...
@@ -206,6 +226,7 @@ class VectorIndex:
         self._rowids: dict[str, np.ndarray] = {}
         self._matrix: dict[str, np.ndarray] = {}
         self._count: dict[str, int] = {}
+        self._position: dict[str, dict[int, int]] = {}
 
     def loaded(self, tenant_id: str) -> bool:
         return tenant_id in self._count
@@ -219,10 +240,15 @@ class VectorIndex:
             matrix[i] = np.frombuffer(blob, dtype=np.float32)
         self._rowids[tenant_id], self._matrix[tenant_id] = rowids, matrix
         self._count[tenant_id] = len(rows)
+        self._position[tenant_id] = {rowid: i for i, (rowid, _) in enumerate(rows)}
 
     def add(self, tenant_id: str, rowid: int, vector: np.ndarray) -> None:
         if not self.loaded(tenant_id):
             return  # loaded from the store, including this row, on first use
+        position = self._position[tenant_id].get(rowid)
+        if position is not None:  # content changed: replace the vector
+            self._matrix[tenant_id][position] = vector
+            return
         n = self._count[tenant_id]
         if n == len(self._rowids[tenant_id]):
             self._rowids[tenant_id] = np.resize(self._rowids[tenant_id], n * 2)
@@ -232,6 +258,7 @@ class VectorIndex:
         self._rowids[tenant_id][n] = rowid
         self._matrix[tenant_id][n] = vector
         self._count[tenant_id] = n + 1
+        self._position[tenant_id][rowid] = n
 
     def ranked(self, tenant_id: str, vector: np.ndarray,
                min_similarity: float) -> tuple[np.ndarray, np.ndarray]:
@@ -416,6 +443,26 @@ class SqliteStorage:
         rows = self._all(f"SELECT rowid AS _rowid, * FROM memories WHERE tenant_id = ? AND "
                          f"deleted_at IS NULL AND supersedes_id IN ({marks})", (tenant_id, *ids))
         return [_row(r) for r in rows]
+
+    def update_memory(self, row: dict, changes: dict[str, Any], embedding: np.ndarray | None,
+                      links: Sequence[tuple[str, str]] | None) -> None:
+        """Column changes (and a new embedding / link set) in one transaction."""
+        values = dict(changes)
+        if "metadata" in values and values["metadata"] is not None:
+            values["metadata"] = json.dumps(values["metadata"])
+        if embedding is not None:
+            values["embedding"] = embedding.astype(np.float32).tobytes()
+        assignments = ", ".join(f"{column} = ?" for column in values)
+        with self._tx() as db:
+            if values:
+                db.execute(f"UPDATE memories SET {assignments} WHERE id = ?",
+                           (*values.values(), row["id"]))
+            if links is not None:
+                db.execute("DELETE FROM memory_entity_links WHERE memory_id = ?", (row["id"],))
+                db.executemany("INSERT OR IGNORE INTO memory_entity_links VALUES (?, ?, ?)",
+                               [(row["id"], eid, role) for eid, role in links])
+        if embedding is not None:
+            self.index.add(row["tenant_id"], row["_rowid"], embedding)
 
     def update_status(self, tenant_id: str, memory_id: str, status: str) -> None:
         with self._tx() as db:

@@ -74,11 +74,6 @@ class WriteContext:
     on_detection_scheduled: Callable[[], None] | None = None
 
 
-def check_content_length(ctx: WriteContext) -> None:
-    if len(ctx.fields.content.strip()) < 10:
-        raise ApiError(422, "Memory content too short (minimum 10 characters).")
-
-
 async def resolve_write_mode(ctx: WriteContext) -> None:
     mode = ctx.fields.write_mode
     if mode == "stm":
@@ -91,9 +86,22 @@ async def resolve_write_mode(ctx: WriteContext) -> None:
         await ctx.latency.strong_enrichment()
 
 
+def content_hash(tenant_id: str, fleet_id: str | None, content: str) -> str:
+    """MemClaw's `sha256("{tenant}:{fleet or ''}:{content}")`."""
+    return hashlib.sha256(f"{tenant_id}:{fleet_id or ''}:{content}".encode()).hexdigest()
+
+
+def check_content_length(ctx: WriteContext) -> None:
+    require_min_length(ctx.fields.content)
+
+
+def require_min_length(content: str) -> None:
+    if len(content.strip()) < 10:
+        raise ApiError(422, "Memory content too short (minimum 10 characters).")
+
+
 def hash_content(ctx: WriteContext) -> None:
-    text = f"{ctx.tenant_id}:{ctx.fleet_id or ''}:{ctx.fields.content}"
-    ctx.content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    ctx.content_hash = content_hash(ctx.tenant_id, ctx.fleet_id, ctx.fields.content)
 
 
 def embed(ctx: WriteContext) -> None:
