@@ -1,0 +1,70 @@
+"""report.build and its CLI write every table, figure and REPRODUCTION.md from traces."""
+
+from __future__ import annotations
+
+import pytest
+from fleetprobe.analysis import report
+from fleetprobe.analysis.figures import FIGURES
+
+TABLES = ("table2", "table3", "reprobe", "profiles", "search_leak_hypothesis",
+          "contradiction_admission")
+
+
+@pytest.fixture(scope="module")
+def built(fixture_traces, tmp_path_factory):
+    return report.build(fixture_traces[0], tmp_path_factory.mktemp("reports"))
+
+
+def test_every_table_is_written_in_three_formats(built):
+    tables_dir = built["out_dir"] / "tables"
+    for name in TABLES:
+        for ext in ("csv", "md", "tex"):
+            assert (tables_dir / f"{name}.{ext}").stat().st_size > 0, f"{name}.{ext}"
+    assert "\\begin{tabular}" in (tables_dir / "table2.tex").read_text()
+    table2 = (tables_dir / "table2.csv").read_text()
+    assert "117/120 = 0.975 [0.929, 0.991]" in table2
+
+
+def test_every_figure_is_drawn_as_png_and_pdf(built):
+    for name in FIGURES:
+        output = built["figures"][name]
+        assert output.note == ""
+        assert sorted(p.suffix for p in output.paths) == [".pdf", ".png"]
+        assert all(p.stat().st_size > 1000 for p in output.paths)
+
+
+def test_reproduction_page_names_runs_and_hypothesis(built, fixture_traces):
+    text = built["reproduction"].read_text()
+    ids = fixture_traces[1]
+    assert ids["provenance_0530"] in text and ids["contradiction_0530"] in text
+    assert "Exactly 72/164 and 4/28: `no_fleet` x `fleet_ids` (memclaw-2026-05-30)." in text
+    assert "| exact_duplicate" in text or "exact_duplicate |" in text
+
+
+def test_profiles_side_by_side_has_a_column_per_profile(built):
+    frame = built["tables"]["profiles"].frame
+    assert {"memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "naive"} <= set(frame)
+    row = frame[frame.metric == "re-probe: trust-1 cross-fleet GET returned the row"].iloc[0]
+    assert row["memclaw-2026-05-30"].startswith("36/36")
+    assert row["memclaw-2026-05-31"].startswith("0/36")
+
+
+def test_empty_traces_give_notes_not_errors(tmp_path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    built = report.build(traces, tmp_path / "out")
+    assert built["notes"][0].startswith("No runs found")
+    assert all(f.paths == [] and f.note.startswith("Not drawn") for f in built["figures"].values())
+    assert "Not available" in (tmp_path / "out" / "tables" / "table3.md").read_text()
+    assert "0 reproduced" in built["reproduction"].read_text()
+
+
+def test_cli_writes_reports_and_refuses_unknown_runs(fixture_traces, tmp_path, capsys):
+    root, ids = fixture_traces
+    assert report.main(["--traces", str(root), "--out", str(tmp_path),
+                        "--run", ids["provenance_0530"]]) == 0
+    assert "REPRODUCTION.md" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        report.main(["--traces", str(root), "--out", str(tmp_path), "--run", "no-such-run"])
+    assert exit_info.value.code == 2
+    assert "no run named no-such-run" in capsys.readouterr().err

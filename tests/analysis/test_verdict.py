@@ -1,0 +1,96 @@
+"""Verdict logic: one claim reproduces, others differ for reasons the data shows."""
+
+from __future__ import annotations
+
+from fleetprobe.analysis import verdict
+from fleetprobe.analysis.results import Results
+
+from .fixtures import builders
+
+
+def by_id(results: Results) -> dict[str, verdict.Verdict]:
+    return {v.claim_id: v for v in verdict.judge_all(results)}
+
+
+def test_a_reproducing_and_a_differing_claim(results, fixture_traces):
+    ids = fixture_traces[1]
+    judged = by_id(results)
+    completeness = judged["provenance_completeness"]
+    assert completeness.status == verdict.REPRODUCED
+    assert completeness.run_ids == [ids["provenance_0530"]]
+    assert completeness.measured.startswith("50/50")
+    detection = judged["contradiction_detection_all"]
+    assert detection.status == verdict.DIFFERS
+    assert detection.measured.startswith("60/200")
+    # the reason names what the data shows: the admission counts
+    assert "exact_duplicate 70" in detection.reason and "near_duplicate 40" in detection.reason
+    assert "90/200 fact-runs with both admitted" in detection.reason
+
+
+def test_admission_claim_checks_share_and_dominant_reason(results):
+    admission = by_id(results)["contradiction_admission"]
+    assert admission.status == verdict.DIFFERS
+    assert admission.measured.startswith("110/400")
+
+
+def test_search_leak_differs_under_the_documented_variant_and_names_the_others(results):
+    search_leak = by_id(results)["leakage_search_leak"]
+    assert search_leak.status == verdict.DIFFERS
+    assert "no_fleet/fleet_ids 72/164" in search_leak.reason
+
+
+def test_search_leak_hypothesis_finds_the_variant(results):
+    table = verdict.search_leak_hypothesis(results)
+    exact = table[table["gives 72/164 and 4/28"] == "exactly"]
+    assert list(zip(exact.variant_write, exact.variant_search, strict=True)) == [
+        ("no_fleet", "fleet_ids")]
+
+
+def test_table3_and_reprobe_against_their_dates(results):
+    judged = by_id(results)
+    assert judged["table3_trust1_cross_fleet"].status == verdict.REPRODUCED
+    assert judged["table3_tenant_key"].status == verdict.REPRODUCED
+    assert judged["reprobe_trust1_cross_fleet"].status == verdict.REPRODUCED
+    assert judged["reprobe_trust1_cross_fleet"].measured.startswith("0/36")
+
+
+def test_latency_is_not_comparable_against_the_reference_server(results):
+    window = by_id(results)["propagation_window_latency"]
+    assert window.status == verdict.NOT_COMPARABLE
+    assert "reference" in window.reason
+
+
+def test_latency_against_a_live_target(tmp_path):
+    builders.write_run(tmp_path, "20260601T000000Z-propagation-seed1", "propagation",
+                       builders.propagation(), kind="live", planned={"probe": 200})
+    builders.write_run(tmp_path, "20260601T000000Z-contradiction-seed1", "contradiction",
+                       builders.contradiction(facts=10), kind="live", planned={"write": 400})
+    judged = by_id(Results.load(tmp_path))
+    # window p50/p95/max 835/1760/1900 ms against the paper's 830/1630/1970: within x2
+    assert judged["propagation_window_latency"].status == verdict.REPRODUCED
+    # write latency p99 ~3 s against the paper's 19.3 s: more than x2 apart
+    assert judged["contradiction_write_latency"].status == verdict.DIFFERS
+    assert "p99 x0.09" in judged["contradiction_write_latency"].reason
+
+
+def test_explicitly_selected_run_replaces_the_canonical_one(fixture_traces):
+    root, ids = fixture_traces
+    old = ids["provenance_small_old"]
+    selected = Results.load(root, [old])
+    completeness = by_id(selected)["provenance_completeness"]
+    assert completeness.run_ids == [old]
+    assert completeness.status == verdict.DIFFERS
+    assert "selected" in completeness.reason
+
+
+def test_the_older_small_run_is_not_canonical(results, fixture_traces):
+    ids = fixture_traces[1]
+    run = results.canonical_run("provenance", "memclaw-2026-05-30")
+    assert run.run_id == ids["provenance_0530"]
+    assert run.basis == "latest complete run at paper scale"
+
+
+def test_claims_without_runs_are_not_measured(tmp_path):
+    judged = verdict.judge_all(Results.load(tmp_path))
+    assert {v.status for v in judged} == {verdict.NOT_MEASURED}
+    assert all("no " in v.reason for v in judged)
