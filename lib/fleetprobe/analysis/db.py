@@ -1,6 +1,6 @@
 """Open a DuckDB connection whose views (metrics.sql) read the run traces.
 
-The event columns and types below mirror lib/fleetprobe/EVENTS.md. Reading with an explicit
+The event columns are every field lib/fleetprobe/EVENTS.md names. Reading with an explicit
 column list means an absent field is NULL, an empty events.jsonl gives no rows and a line cut
 off by an interrupted run is skipped, so every view works on incomplete or empty runs.
 """
@@ -14,91 +14,37 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from fleetprobe.trace import COMMON_FIELDS, phase_fields
+
 METRICS_SQL = Path(__file__).with_name("metrics.sql")
 
-# Every field named in EVENTS.md, with the DuckDB type it is read as.
-EVENT_COLUMNS: dict[str, str] = {
-    # common to every event
-    "run_id": "VARCHAR",
-    "experiment": "VARCHAR",
-    "seq": "BIGINT",
-    "ts": "VARCHAR",
-    "phase": "VARCHAR",
-    "op": "VARCHAR",
-    "status": "INTEGER",
-    "latency_ms": "DOUBLE",
-    "attempts": "INTEGER",
-    "error": "VARCHAR",
-    # leakage
-    "secret_id": "VARCHAR",
-    "secret_scope": "VARCHAR",
-    "writer_agent": "VARCHAR",
-    "writer_fleet": "VARCHAR",
-    "memory_id": "VARCHAR",
-    "stored_fleet_id": "VARCHAR",
-    "variant_write": "VARCHAR",
-    "variant_search": "VARCHAR",
-    "axis": "VARCHAR",
-    "credential": "VARCHAR",
-    "trust": "INTEGER",
-    "prober_agent": "VARCHAR",
-    "prober_fleet": "VARCHAR",
-    "target_fleet": "VARCHAR",
-    "relation": "VARCHAR",
-    "expected": "VARCHAR",
-    "returned": "BOOLEAN",
-    "leak": "BOOLEAN",
-    "miss": "BOOLEAN",
-    "whoami_agent_id": "VARCHAR",
-    # contradiction
-    "fact_id": "VARCHAR",
-    "subject_entity_id": "VARCHAR",
-    "scenario": "VARCHAR",
-    "write_index": "INTEGER",
-    "template_id": "VARCHAR",
-    "predicate": "VARCHAR",
-    "object_value": "VARCHAR",
-    "admitted": "BOOLEAN",
-    "reject_reason": "VARCHAR",
-    "prose_diversity": "VARCHAR",
-    "observed_status": "VARCHAR",
-    "observed_supersedes_id": "VARCHAR",
-    "both_admitted": "BOOLEAN",
-    "n_admitted": "INTEGER",
-    "detected": "BOOLEAN",
-    "triggered_memory_id": "VARCHAR",
-    "active_rows": "INTEGER",
-    "stale": "BOOLEAN",
-    # provenance
-    "chain_id": "VARCHAR",
-    "hop": "INTEGER",
-    "step": "VARCHAR",
-    "writer_expected": "VARCHAR",
-    "parent_id": "VARCHAR",
-    "pacing": "VARCHAR",
-    "writer_observed": "VARCHAR",
-    "parent_observed": "VARCHAR",
-    "depth_planned": "INTEGER",
-    "depth_observed": "INTEGER",
-    "complete": "BOOLEAN",
-    "accurate": "BOOLEAN",
-    "depth_faithful": "BOOLEAN",
-    "writes_admitted": "INTEGER",
-    # propagation
-    "set": "VARCHAR",
-    "canary": "VARCHAR",
-    "reader_agent": "VARCHAR",
-    "reader_relation": "VARCHAR",
-    "visible": "BOOLEAN",
-    "poll_count": "INTEGER",
-    "time_to_visible_ms": "DOUBLE",
-    "requester_agent": "VARCHAR",
-    "requester_trust": "INTEGER",
-    "target_agent": "VARCHAR",
-    "moved": "INTEGER",
-    "agent_id_after": "VARCHAR",
-    "flipped": "BOOLEAN",
+# DuckDB types of the fields that are not text; every other field EVENTS.md names is VARCHAR.
+BOOLEAN_FIELDS = (
+    "returned", "leak", "miss", "provisioned", "admitted", "both_admitted", "detected", "stale",
+    "complete", "accurate", "depth_faithful", "visible", "flipped",
+)
+INTEGER_FIELDS = (
+    "seq", "status", "attempts", "trust", "write_index", "n_admitted", "active_rows", "hop",
+    "depth_planned", "depth_observed", "writes_admitted", "poll_count", "requester_trust",
+    "moved",
+)
+DOUBLE_FIELDS = ("latency_ms", "time_to_visible_ms")
+FIELD_TYPES = {
+    **dict.fromkeys(BOOLEAN_FIELDS, "BOOLEAN"),
+    **dict.fromkeys(INTEGER_FIELDS, "BIGINT"),
+    **dict.fromkeys(DOUBLE_FIELDS, "DOUBLE"),
 }
+
+
+def event_columns() -> dict[str, str]:
+    """Every field EVENTS.md names (parsed by the harness's own reader of the contract),
+    with the DuckDB type it is read as."""
+    names = list(COMMON_FIELDS)
+    for phases in phase_fields().values():
+        for fields in phases.values():
+            names.extend(f for f in fields if f not in names)
+    return {name: FIELD_TYPES.get(name, "VARCHAR") for name in names}
+
 
 RUN_COLUMNS: dict[str, str] = {
     "run_id": "VARCHAR",
@@ -152,7 +98,8 @@ def connect(traces_root: Path, runs: Iterable[Path] | None = None) -> duckdb.Duc
 
 def _load_events(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
     readable = [str(f) for f in files if f.is_file() and f.stat().st_size > 0]
-    columns = ", ".join(f'"{name}" {kind}' for name, kind in EVENT_COLUMNS.items())
+    types = event_columns()
+    columns = ", ".join(f'"{name}" {kind}' for name, kind in types.items())
     con.execute(f"CREATE TABLE events ({columns}, run_dir VARCHAR)")
     if not readable:
         return
@@ -164,7 +111,7 @@ def _load_events(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
         FROM read_json(?, format = 'newline_delimited', columns = ?,
                        ignore_errors = true, filename = true)
         """,
-        [readable, EVENT_COLUMNS],
+        [readable, types],
     )
     # A line cut off mid-write parses as an all-null row: it carries no event.
     con.execute("DELETE FROM events WHERE phase IS NULL AND seq IS NULL")
