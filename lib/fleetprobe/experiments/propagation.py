@@ -18,7 +18,11 @@ Plan (seeded; the nonce salts content and canaries):
 
 Readers search as themselves: `reader_credential="agent"` self-provisions an agent key per
 reader (the way the paper did); `"tenant"` uses the tenant key with the reader's fleet in
-`fleet_ids` and no `filter_agent_id` (an author filter that would hide the writer's rows).
+`fleet_ids` and no `filter_agent_id` (an author filter that would hide the writer's rows);
+such readers are registered once by a search that names them (see `setup_readers`).
+
+Every judgement (`visible`, `leak`, `flipped`) is made by the pure functions at the bottom of
+this module from the response it judges, as the event is recorded.
 """
 
 from __future__ import annotations
@@ -251,26 +255,30 @@ class Readers:
 
 async def setup_readers(ctx: RunContext, readers: Readers) -> None:
     """Give each reader its own identity: an agent key in its home fleet when asked for and
-    the target provisions one; otherwise the tenant key (skip reason in the manifest)."""
+    the target provisions one (skip reason in the manifest when it does not); otherwise the
+    tenant key, with the reader registered as an agent of its fleet by one search naming it
+    in `filter_agent_id` (MemClaw auto-registers that agent, home fleet = the one fleet id),
+    so it exists as a redistribute target."""
     for reader in ctx.plan.readers:
-        result = None
+        agent_id, fleet_id = scoped(reader.agent_id, ctx.nonce), scoped(reader.fleet_id, ctx.nonce)
         if ctx.params.reader_credential == "agent":
             result, cred = await ctx.client.provision_agent_key(
-                ctx.tenant, scoped(reader.agent_id, ctx.nonce),
-                initial_trust=ctx.params.reader_trust,
-                initial_fleet=scoped(reader.fleet_id, ctx.nonce),
-                label="fleetprobe propagation reader",
-            )
+                ctx.tenant, agent_id, initial_trust=ctx.params.reader_trust,
+                initial_fleet=fleet_id, label="fleetprobe propagation reader")
             if cred is not None:
                 readers.creds[reader.agent_id] = cred
             else:
                 ctx.trace.skip(f"agent-key reader {reader.agent_id}",
                                f"provisioning failed ({result.error}); it searched with "
                                "the tenant key instead")
-        ctx.record("reader", result, reader_agent=scoped(reader.agent_id, ctx.nonce),
-                   reader_fleet=scoped(reader.fleet_id, ctx.nonce),
-                   reader_relation=reader.relation, credential=readers.kind(reader),
-                   trust=ctx.params.reader_trust if readers.kind(reader) == "agent" else None)
+        else:
+            result = await ctx.client.search(ctx.tenant, {
+                "query": f"register {agent_id}", "fleet_ids": [fleet_id],
+                "filter_agent_id": agent_id, "top_k": 1})
+        kind = readers.kind(reader)
+        ctx.record("reader", result, reader_agent=agent_id, reader_fleet=fleet_id,
+                   reader_relation=reader.relation, credential=kind,
+                   trust=ctx.params.reader_trust if kind == "agent" else None)
 
 
 async def write_rate_facts(ctx: RunContext) -> None:
