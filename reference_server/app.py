@@ -49,6 +49,7 @@ class BodySizeLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._drain(receive)
             await self._reject(send)
             return
         chunks, size, more = [], 0, True
@@ -60,6 +61,8 @@ class BodySizeLimit:
             size += len(chunks[-1])
             more = message.get("more_body", False)
             if size > self.limit:
+                if more:
+                    await self._drain(receive)
                 await self._reject(send)
                 return
         body = b"".join(chunks)
@@ -73,6 +76,18 @@ class BodySizeLimit:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    @staticmethod
+    async def _drain(receive: Receive, cap: int = 64 * 1024 * 1024) -> None:
+        """Read and drop the rest of an oversized body (up to a cap), so the client gets
+        its 413 instead of a connection reset while it is still sending."""
+        seen, more = 0, True
+        while more and seen < cap:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            seen += len(message.get("body", b""))
+            more = message.get("more_body", False)
 
     async def _reject(self, send: Send) -> None:
         message = f"Request body too large (maximum {self.limit} bytes)."

@@ -32,6 +32,14 @@ STATUS_CODES = {
 }
 
 
+class EnvelopeResponse(JSONResponse):
+    """Errors may echo client input; escape to ASCII so odd unicode (even lone surrogates)
+    can always be rendered."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
 class ApiError(Exception):
     """A route-raised error: its message becomes both `detail` and `error.message`."""
 
@@ -50,7 +58,7 @@ def envelope(status: int, detail: Any, message: str, details: dict | None = None
 
 
 def error_response(status: int, message: str) -> JSONResponse:
-    return JSONResponse(envelope(status, message, message), status_code=status)
+    return EnvelopeResponse(envelope(status, message, message), status_code=status)
 
 
 def _json_safe(value: Any) -> Any:
@@ -72,7 +80,7 @@ def _validation_response(exc: RequestValidationError) -> JSONResponse:
     errors = [_json_safe(dict(e)) for e in exc.errors()]
     message = "; ".join(str(e.get("msg", "")) for e in errors) or "Invalid request"
     body = envelope(422, errors, message, {"errors": errors})
-    return JSONResponse(body, status_code=422)
+    return EnvelopeResponse(body, status_code=422)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -94,4 +102,4 @@ def install_error_handlers(app: FastAPI) -> None:
         body = envelope(500, "Internal Server Error", "Internal Server Error",
                         {"path": request.url.path, "error_type": type(exc).__name__})
         body["path"] = request.url.path
-        return JSONResponse(body, status_code=500)
+        return EnvelopeResponse(body, status_code=500)
