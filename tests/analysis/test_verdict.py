@@ -87,7 +87,7 @@ def test_the_older_small_run_is_not_canonical(results, fixture_traces):
     ids = fixture_traces[1]
     run = results.canonical_run("provenance", "memclaw-2026-05-30")
     assert run.run_id == ids["provenance_0530"]
-    assert run.basis == "latest complete run at paper scale"
+    assert run.basis == "paper scale"
 
 
 def test_claims_without_runs_are_not_measured(tmp_path):

@@ -24,6 +24,9 @@ from fleetprobe.analysis.stats import Rate, rate
 from fleetprobe.analysis.summary import latency_table, rate_table
 
 PAPER_VALUES = Path(__file__).with_name("paper_values.yaml")
+# Why a run was chosen as canonical (the `basis` column); only the first is a full reproduction.
+PAPER_SCALE, NOT_PAPER_SCALE, INCOMPLETE, SELECTED = (
+    "paper scale", "not at paper scale", "incomplete run", "selected")
 PROFILES = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "naive")
 EXPERIMENTS = ("leakage", "provenance", "propagation", "contradiction")
 
@@ -83,7 +86,7 @@ class Results:
         the latest run at all (the `basis` column says which rule picked it)."""
         runs = self.runs[self.runs.experiment.notna()].copy()
         if self.selected:
-            chosen = runs[runs.run_id.isin(self.selected)].assign(basis="selected")
+            chosen = runs[runs.run_id.isin(self.selected)].assign(basis=SELECTED)
             return chosen.reset_index(drop=True)
         runs["order"] = runs.started_at.fillna("") + runs.run_id
         picked = []
@@ -151,9 +154,9 @@ class Results:
 
 def _pick_latest(group: pd.DataFrame) -> pd.Series:
     rules = (
-        ("latest complete run at paper scale", group.complete & group.paper_scale),
-        ("latest complete run (not paper scale)", group.complete),
-        ("latest run (incomplete)", pd.Series(True, index=group.index)),
+        (PAPER_SCALE, group.complete & group.paper_scale),
+        (NOT_PAPER_SCALE, group.complete),
+        (INCOMPLETE, pd.Series(True, index=group.index)),
     )
     for basis, mask in rules:
         candidates = group[mask]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from fleetprobe.analysis.results import Results
+from fleetprobe.analysis.results import PAPER_SCALE, Results
 from fleetprobe.analysis.stats import Rate, rate
 
 REPRODUCED, DIFFERS, NOT_COMPARABLE, NOT_MEASURED = (
@@ -86,8 +86,8 @@ def judge(results: Results, claim: dict[str, Any]) -> Verdict:
         return base
     base.run_ids = [run.run_id]
     judged = JUDGES[claim["kind"]](results, claim, run, base)
-    if run.basis != "latest complete run at paper scale" and judged.status != NOT_MEASURED:
-        judged.reason = f"{judged.reason}; run chosen as {run.basis}".lstrip("; ")
+    if run.basis != PAPER_SCALE and judged.status != NOT_MEASURED:
+        judged.reason = f"{judged.reason}; {run.basis}"
     return judged
 
 
