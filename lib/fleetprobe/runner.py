@@ -249,10 +249,19 @@ async def arun_experiment(
             await _execute(experiment, p, plan, trace, tgt)
     except BaseException as exc:
         trace.finish(complete=False, reason=describe_failure(exc))
+        _summary_of_partial_run(trace.dir)
         raise
     trace.finish(complete=True)
     write_summary(trace.dir)
     return trace.dir
+
+
+def _summary_of_partial_run(run_dir: Path) -> None:
+    """What was measured before the failure, without masking the failure itself."""
+    try:
+        write_summary(run_dir)
+    except Exception as exc:  # noqa: BLE001 - the run's own error is the one to report
+        log.warning("summary.csv not written for the incomplete run %s: %s", run_dir.name, exc)
 
 
 async def _execute(

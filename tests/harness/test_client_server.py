@@ -117,8 +117,9 @@ def test_unreachable_target_leaves_an_incomplete_trace(target: Target, traces_ro
     gone = Target("live", f"http://127.0.0.1:{free_port()}", target.tenant,
                   secrets=target.secrets)
     with pytest.raises(TargetError):
-        run(arun_experiment("provenance", {"traces_root": str(traces_root), "chains": 1,
-                                           "progress": False}, target=gone))
+        run(arun_experiment("provenance", {
+            "traces_root": str(traces_root), "chains": 1, "progress": False,
+            "client": {"max_attempts": 2, "backoff_base_s": 0.01}}, target=gone))
     (run_dir,) = traces_root.iterdir()
     import json
     manifest = json.loads((run_dir / "manifest.json").read_text())

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +111,27 @@ def test_cli_prints_run_dir_and_names_bad_params(reference_server: Any, tmp_path
     bad = subprocess.run(cmd + ["--set", "chainz=2"], capture_output=True, text=True,
                          timeout=60, cwd=REPO)
     assert bad.returncode == 2 and "chainz" in bad.stderr
+
+
+def test_ctrl_c_keeps_events_and_marks_the_manifest(tmp_path: Path) -> None:
+    """SIGINT to a paper-scale CLI run: exit 130, manifest incomplete and why, events kept."""
+    cmd = [sys.executable, "-m", "fleetprobe", "run", "provenance", "--params", str(SMOKE),
+           "--set", f"traces_root={tmp_path}", "--set", "chains=50"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    events_file = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = list(tmp_path.glob("*/events.jsonl"))
+        if found and found[0].stat().st_size > 0:
+            events_file = found[0]
+            break
+        time.sleep(0.1)
+    assert events_file is not None, "the run never started writing events"
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    m = manifest(events_file.parent)
+    assert m["complete"] is False and m["incomplete_reason"].startswith("interrupted")
+    assert 0 < m["executed"]["write"] < m["planned"]["write"] == 200
+    assert len(events(events_file.parent)) == sum(m["executed"].values())
