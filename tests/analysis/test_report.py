@@ -68,3 +68,8 @@ def test_cli_writes_reports_and_refuses_unknown_runs(fixture_traces, tmp_path, c
         report.main(["--traces", str(root), "--out", str(tmp_path), "--run", "no-such-run"])
     assert exit_info.value.code == 2
     assert "no run named no-such-run" in capsys.readouterr().err
+
+
+def test_a_cut_off_line_is_named_in_the_notes(built, fixture_traces):
+    cut = fixture_traces[1]["provenance_proposed_cut"]
+    assert any(note.startswith(f"{cut}: 1 line(s)") for note in built["notes"])

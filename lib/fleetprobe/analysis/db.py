@@ -101,6 +101,7 @@ def _load_events(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
     types = event_columns()
     columns = ", ".join(f'"{name}" {kind}' for name, kind in types.items())
     con.execute(f"CREATE TABLE events ({columns}, run_dir VARCHAR)")
+    con.execute("CREATE TABLE unreadable_lines (run_dir VARCHAR, lines BIGINT)")
     if not readable:
         return
     con.execute(
@@ -113,8 +114,12 @@ def _load_events(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
         """,
         [readable, types],
     )
-    # A line cut off mid-write parses as an all-null row: it carries no event.
-    con.execute("DELETE FROM events WHERE phase IS NULL AND seq IS NULL")
+    # A line that is not JSON (e.g. cut off mid-write) parses as an all-null row: count it,
+    # so the report can say so, and drop it.
+    unreadable = "phase IS NULL AND seq IS NULL AND run_id IS NULL"
+    con.execute(f"INSERT INTO unreadable_lines SELECT run_dir, count(*) FROM events "
+                f"WHERE {unreadable} GROUP BY run_dir")
+    con.execute(f"DELETE FROM events WHERE {unreadable}")
     # EVENTS.md: run_id is the run directory name; fill it where a writer left it out.
     con.execute("UPDATE events SET run_id = run_dir WHERE run_id IS NULL")
 

@@ -93,7 +93,14 @@ def fig4_hop_latency(results: Results, out_dir: Path) -> FigureOutput:
     fig, ax = plt.subplots(figsize=(7, 4))
     sns.boxplot(data=fetches, x="hop", y="latency_ms", hue="profile",
                 hue_order=_profile_order(fetches.profile), ax=ax, fliersize=2)
-    ax.set(xlabel="hop (0 = root)", ylabel="fetch latency (ms)", title=title)
+    marks = []
+    for run in runs.itertuples():
+        q = results.measured_latency("provenance_hop_latency", run.run_id)
+        if q:
+            marks.append(f"{run.profile} p50/p95/p99 {q['p50']:,.0f}/{q['p95']:,.0f}/"
+                         f"{q['p99']:,.0f} ms")
+    ax.set(xlabel="hop (0 = root)", ylabel="fetch latency (ms)",
+           title="\n".join([title, *marks]))
     return _save(fig, out_dir, "fig4_hop_latency", title)
 
 

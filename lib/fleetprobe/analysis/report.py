@@ -32,7 +32,10 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
         table_paths = {t.name: tables.write_table(t, out_dir / "tables") for t in table_list}
         figure_outputs = figures.write_figures(results, out_dir / "figures")
         reproduction = verdict.write_reproduction(results, out_dir / "REPRODUCTION.md", verdicts)
-        notes = [t.note for t in table_list if t.empty]
+        notes = [f"{run}: {n} line(s) of events.jsonl are not JSON and were skipped "
+                 "(an interrupted write?)" for run, n in results.con.execute(
+                     "SELECT run_dir, lines FROM unreadable_lines ORDER BY run_dir").fetchall()]
+        notes += [t.note for t in table_list if t.empty]
         notes += [f.note for f in figure_outputs.values() if f.note]
         if results.runs.empty:
             notes.insert(0, f"No runs found under {traces_root}: run an experiment first "
