@@ -154,7 +154,7 @@ def spelled(number: int, digits: int) -> str:
 class ContradictionParams(ExperimentParams):
     """Sizes and knobs; defaults are the paper's (section 7.2)."""
 
-    n_facts: int = Field(100, ge=1)
+    n_facts: int = Field(100, ge=1, le=16**3)  # subjects are spelled from 3 hex digits
     n_templates: int = Field(20, ge=1, le=len(TEMPLATES))
     write_mode: str = "strong"
     prose_diversity: ProseDiversity = "low"

@@ -11,7 +11,10 @@ Plan (seeded; the nonce salts content and canaries):
   `sibling_deadline_s` passes; every foreign reader searches once (any hit is a leak);
 - window phase: `n_window_facts` dedicated facts (`WINDOW_STATEMENTS`, distinct prose), one at
   a time: write, then one sibling polls from write completion every `window_poll_interval_s`
-  until visible or `window_deadline_s`;
+  until visible or `window_deadline_s`. The first poll's search-pacing slot is taken before
+  the write, so it leaves the moment the write returns; later polls still obey the client's
+  search pacing (below the server's limit), so under a tight budget they are spaced at
+  max(`window_poll_interval_s`, 1 / `client.searches_per_s`);
 - redistribute subset: `n_redistribute_sibling` rate facts re-homed onto a sibling and
   `n_redistribute_cross_fleet` onto a foreign reader, requested by the writer at
   `requester_trust`; a GET then shows whether `agent_id` flipped.
@@ -122,7 +125,6 @@ class PropagationParams(ExperimentParams):
     n_redistribute_cross_fleet: int = Field(1, ge=0)
     requester_trust: int = Field(1, ge=0, le=3)
     reader_trust: int = Field(1, ge=0, le=3)
-    probe_concurrency: int = Field(8, ge=1)
     fleet_prefix: str = "prop-fleet"
 
 
