@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import sys
 import threading
@@ -39,6 +40,20 @@ class ParamsError(ValueError):
 
 class TargetUnavailable(TargetError):
     """The target stopped answering mid-run (e.g. the server was killed)."""
+
+
+class UnexpectedShape(TargetError):
+    """A success response that a MemClaw-compatible server would not send."""
+
+
+def shape_problem(result: Result, expect: tuple[str, ...]) -> str | None:
+    """`unexpected body: ...` when a 2xx result lacks an expected JSON field, else None."""
+    if not result.ok or not expect:
+        return None
+    if result.error:
+        return result.error  # the client already named it (e.g. not JSON)
+    missing = [f for f in expect if not isinstance(result.body, dict) or f not in result.body]
+    return f"unexpected body: no {', '.join(missing)!s} field" if missing else None
 
 
 class ClientParams(BaseModel):
@@ -89,10 +104,24 @@ class RunContext:
     def tenant(self):  # noqa: ANN201 - Credential, kept loose to avoid an import cycle
         return self.target.tenant
 
-    def record(self, phase: str, result: Result | None = None, **fields: Any) -> dict[str, Any]:
-        """Append an event; abort the run if the target has stopped answering."""
+    def record(
+        self,
+        phase: str,
+        result: Result | None = None,
+        *,
+        expect: tuple[str, ...] = (),
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """Append an event, then abort the run if the target has stopped answering or a
+        success response lacks a field in `expect` (not a MemClaw-compatible answer)."""
         self.trace.add_secrets(self.client.known_secrets())
+        shape = shape_problem(result, expect) if result is not None else None
+        if shape:
+            result = dataclasses.replace(result, error=shape)
         event = self.trace.event(phase, result, **fields)
+        if shape:
+            raise UnexpectedShape(f"{result.op} answered {result.status}: {shape}; "
+                                  "is this a MemClaw-compatible endpoint?")
         if result is not None:
             self._note_transport(result)
         return event

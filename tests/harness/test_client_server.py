@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import threading
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fleetprobe.client import Credential, MemClawClient, RetryPolicy
-from fleetprobe.runner import TargetUnavailable, arun_experiment
+from fleetprobe.runner import TargetUnavailable, UnexpectedShape, arun_experiment
 from fleetprobe.targets import Target, TargetError, preflight
 
 FAST_RETRY = RetryPolicy(max_attempts=4, backoff_base_s=0.05, backoff_max_s=0.5)
@@ -121,8 +125,47 @@ def test_unreachable_target_leaves_an_incomplete_trace(target: Target, traces_ro
             "traces_root": str(traces_root), "chains": 1, "progress": False,
             "client": {"max_attempts": 2, "backoff_base_s": 0.01}}, target=gone))
     (run_dir,) = traces_root.iterdir()
-    import json
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["complete"] is False
     assert manifest["incomplete_reason"].startswith("target: cannot reach")
     assert TargetUnavailable.__mro__[1] is TargetError
+
+
+class NotMemClaw(BaseHTTPRequestHandler):
+    """A real HTTP server that passes the preflight but answers writes without an id."""
+
+    def _send(self, status: int, body: dict[str, Any]) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self._send(200, {"version": "9.9"} if "version" in self.path else {"items": []})
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self._send(201, {"accepted": True})
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_unexpected_shape_stops_the_run_and_names_it(traces_root: Path) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotMemClaw)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        odd = Target("live", f"http://127.0.0.1:{server.server_port}",
+                     Credential("tenant", "t1", key="mc_not_a_real_key"))
+        with pytest.raises(UnexpectedShape, match="POST /api/v1/memories answered 201"):
+            run(arun_experiment("provenance", {"traces_root": str(traces_root),
+                                               "chains": 1, "progress": False}, target=odd))
+    finally:
+        server.shutdown()
+    (run_dir,) = traces_root.iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is False and "no id field" in manifest["incomplete_reason"]
+    (write,) = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert write["status"] == 201 and write["error"] == "unexpected body: no id field"

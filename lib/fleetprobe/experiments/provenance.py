@@ -142,9 +142,9 @@ async def _write_chain(ctx: RunContext, chain: Chain) -> None:
                          "hop": step.hop, "step": step.step},
         })
         memory_id = _field(result.body, "id") if result.status == 201 else None
-        ctx.record("write", result, chain_id=chain.chain_id, hop=step.hop, step=step.step,
-                   writer_expected=writer, memory_id=memory_id, parent_id=parent_id,
-                   pacing=pacing)
+        ctx.record("write", result, expect=("id",), chain_id=chain.chain_id,
+                   hop=step.hop, step=step.step, writer_expected=writer,
+                   memory_id=memory_id, parent_id=parent_id, pacing=pacing)
         if memory_id is None:
             return
         parent_id = memory_id
@@ -170,8 +170,9 @@ async def _walk(ctx: RunContext, chain_id: str, writes: dict[str, dict[str, Any]
         result = await ctx.client.get(ctx.tenant, memory_id)
         planned = writes.get(memory_id, {})
         parent = _field(_field(result.body, "metadata"), "derived_from") if result.ok else None
-        ctx.record("walk", result, chain_id=chain_id, hop=planned.get("hop"),
-                   memory_id=memory_id, writer_expected=planned.get("writer_expected"),
+        ctx.record("walk", result, expect=("agent_id", "metadata"), chain_id=chain_id,
+                   hop=planned.get("hop"), memory_id=memory_id,
+                   writer_expected=planned.get("writer_expected"),
                    writer_observed=_field(result.body, "agent_id") if result.ok else None,
                    parent_observed=parent)
         memory_id = parent if result.ok else None
