@@ -7,7 +7,7 @@ from fleetprobe.analysis import report
 from fleetprobe.analysis.figures import FIGURES
 
 TABLES = ("table2", "table3", "reprobe", "profiles", "search_leak_hypothesis",
-          "contradiction_admission")
+          "contradiction_admission", "redistribute")
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +73,10 @@ def test_cli_writes_reports_and_refuses_unknown_runs(fixture_traces, tmp_path, c
 def test_a_cut_off_line_is_named_in_the_notes(built, fixture_traces):
     cut = fixture_traces[1]["provenance_proposed_cut"]
     assert any(note.startswith(f"{cut}: 1 line(s)") for note in built["notes"])
+
+
+def test_redistribute_table_counts_flips_by_trust_and_relation(built):
+    frame = built["tables"]["redistribute"].frame
+    rows = {(r.relation, r.flipped, r.statuses) for r in frame.itertuples()}
+    assert ("sibling", "0/2 [0.000, 0.658]", "403") in rows
+    assert ("cross_fleet", "0/1 [0.000, 0.793]", "403") in rows

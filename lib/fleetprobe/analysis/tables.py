@@ -50,7 +50,8 @@ def build_tables(results: Results, verdict_list: list[verdicts.Verdict] | None =
                  ) -> list[Table]:
     judged = verdict_list if verdict_list is not None else verdicts.judge_all(results)
     return [table2(judged), table3(results), reprobe(results), profiles(results),
-            search_leak_hypothesis(results), contradiction_admission(results)]
+            search_leak_hypothesis(results), contradiction_admission(results),
+            redistribute(results)]
 
 
 def write_tables(results: Results, out_dir: Path,
@@ -123,6 +124,26 @@ def profiles(results: Results) -> Table:
     return Table("profiles", "Profiles side by side (each from its canonical run)", frame,
                  _empty_note(frame, "no runs in the traces") or
                  "The paper column is the 2026-05-30 measurement (re-probe rows: 2026-05-31).")
+
+
+def redistribute(results: Results) -> Table:
+    """Redistribute attempts whose row flipped to the target agent, by requester trust and
+    relation, per profile (paper 9.3: redistribute needs trust 3; the proposal: siblings at
+    fleet-write trust)."""
+    runs = results.canonical[results.canonical.experiment == "propagation"]
+    frame = results.view("propagation_redistribute", list(runs.run_id))
+    if not frame.empty:
+        frame.insert(0, "profile", frame.run_id.map(runs.set_index("run_id").profile))
+        frame["flipped"] = [_k_of_n(k, n) for k, n in zip(frame.flipped, frame.attempts,
+                                                          strict=True)]
+        frame = _readable_trust_and_relation(
+            frame.rename(columns={"requester_trust": "trust"})
+            .sort_values(["profile", "trust", "relation"]))[
+            ["profile", "trust", "relation", "flipped", "statuses", "run_id"]]
+        frame = frame.rename(columns={"trust": "requester trust"})
+    return Table("redistribute", "Redistribute: rows re-homed, by requester trust and relation",
+                 frame, _empty_note(frame, "no propagation run with redistribute events") or
+                 "Paper 9.3: POST /memories/redistribute requires trust_level >= 3.")
 
 
 def search_leak_hypothesis(results: Results) -> Table:
