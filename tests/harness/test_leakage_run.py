@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import uvicorn
 from fleetprobe import load_params, run_experiment
 from fleetprobe.targets import target_for_server
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from reference_server.process import ReferenceServer, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "params/smoke/leakage.yaml"
@@ -48,8 +58,6 @@ class SmokeRun:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, SmokeRun]]:
-    from reference_server.process import ReferenceServer
-
     out: dict[str, SmokeRun] = {}
     for profile in ("memclaw-2026-05-30", "memclaw-2026-05-31", "naive"):
         root = tmp_path_factory.mktemp(profile)
@@ -169,3 +177,63 @@ def test_naive_search_leaks_with_the_default_variant(runs: dict[str, SmokeRun]) 
     assert leaks
     # an ungoverned store shows agent secrets to peers too, which no MemClaw profile does
     assert any(e["secret_scope"] == "agent" for e in leaks)
+
+
+class GatewaylessProxy:
+    """A loopback MemClaw without the managed gateway: forwards every request to a reference
+    server except agent-key provisioning, which answers 404 as open-source core-api does
+    (WIRE.md 1.7). Real HTTP on both sides."""
+
+    def __init__(self, upstream: str) -> None:
+        async def forward(request: Request) -> Response:
+            if request.url.path.endswith("/admin/agent-keys/provision"):
+                return JSONResponse({"detail": "Not Found",
+                                     "error": {"code": "NOT_FOUND", "message": "Not Found"}},
+                                    status_code=404)
+            async with httpx.AsyncClient(base_url=upstream) as client:
+                answer = await client.request(
+                    request.method, request.url.path, params=request.query_params,
+                    content=await request.body(),
+                    headers={k: v for k, v in request.headers.items() if k != "host"})
+            return Response(answer.content, answer.status_code,
+                            media_type=answer.headers.get("content-type"))
+
+        app = Starlette(routes=[Route("/{path:path}", forward,
+                                      methods=["GET", "POST", "PATCH", "DELETE"])])
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
+                                                    log_level="warning"))
+
+    def __enter__(self) -> str:
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.server.started, "proxy did not start"
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def test_target_without_provisioning_skips_agent_probes_with_a_reason(
+    tmp_path: Path,
+) -> None:
+    params = load_params(SMOKE, [f"traces_root={tmp_path}", "variants=[[fleet_id, fleet_ids]]"])
+    with ReferenceServer(extra_args=RAISED_LIMITS) as server, \
+            GatewaylessProxy(server.base_url) as proxy_url:
+        target = target_for_server(server, "memclaw-2026-05-30")
+        target.base_url = proxy_url
+        run_dir = run_experiment("leakage", params, target=target)
+    m = json.loads((run_dir / "manifest.json").read_text())
+    assert m["complete"] is True
+    assert any("no agent-key provisioning endpoint" in s["reason"] for s in m["skipped"])
+    (provision,) = events(run_dir, "provision")
+    assert provision["status"] == 404 and provision["provisioned"] is False
+    assert events(run_dir, "reprobe") == []
+    # the tenant-key row of Table 3 needs no agent key, so it still runs
+    assert [e["credential"] for e in events(run_dir, "agent_probe")] == ["tenant"]
+    assert m["executed"]["probe"] == m["planned"]["probe"]
+    assert m["executed"].get("reprobe", 0) < m["planned"]["reprobe"]
