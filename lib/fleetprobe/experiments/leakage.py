@@ -401,7 +401,8 @@ async def _write_row(ctx: RunContext, row: PlannedRow) -> None:
     if row.variant_write == "fleet_id":
         memory["fleet_id"] = scoped(row.writer_fleet, ctx.nonce)
     result = await ctx.client.write(ctx.tenant, memory)
-    ctx.record("write", result, secret_id=row.row_id, secret_scope=row.scope,
+    ctx.record("write", result, expect=("id", "fleet_id"), secret_id=row.row_id,
+               secret_scope=row.scope,
                writer_agent=scoped(row.writer_agent, ctx.nonce),
                writer_fleet=scoped(row.writer_fleet, ctx.nonce),
                memory_id=_field(result.body, "id") if result.status == 201 else None,
@@ -453,7 +454,9 @@ def _probe_fields(ctx: RunContext, block: VariantBlock, probe: BulkProbe) -> dic
 
 def _record_probe(ctx: RunContext, phase: str, result: Result, returned: bool | None,
                   expected: str, **fields: Any) -> None:
-    ctx.record(phase, result, expected=expected, returned=returned,
+    """A 2xx without the field a MemClaw answer always has stops the run (never judged)."""
+    expect = ("items",) if fields.get("axis") == "search" else ("id",)
+    ctx.record(phase, result, expect=expect, expected=expected, returned=returned,
                **judge(expected, returned), **fields)
 
 
@@ -521,7 +524,8 @@ async def agent_probes(ctx: RunContext) -> None:
 async def _whoami(ctx: RunContext, cred: Credential, trust: int | None,
                   agent: str | None) -> None:
     result = await ctx.client.whoami(cred)
-    ctx.record("whoami", result, credential="agent" if agent else "tenant", trust=trust,
+    ctx.record("whoami", result, expect=("agent_id",),
+               credential="agent" if agent else "tenant", trust=trust,
                prober_agent=scoped(agent, ctx.nonce) if agent else None,
                whoami_agent_id=_field(result.body, "agent_id") if result.ok else None)
 
