@@ -156,3 +156,13 @@ def test_summary_of_a_run_without_manifest_or_run_id(tmp_path):
     con = db.connect(tmp_path)
     assert con.execute("SELECT run_id, has_manifest FROM runs").fetchall() == [
         (run_dir.name, False)]
+
+
+def test_summary_of_an_interrupted_run_matches_the_report_views(results, fixture_traces):
+    root, ids = fixture_traces
+    run = ids["provenance_proposed_cut"]
+    rows = {r["metric"]: r for r in csv.DictReader(write_summary(root / run).open())}
+    assert (rows["provenance_completeness"]["numerator"],
+            rows["provenance_completeness"]["denominator"]) == ("39", "39")
+    hop = results.measured_latency("provenance_hop_latency", run)
+    assert float(rows["provenance_hop_latency_p95_ms"]["value"]) == pytest.approx(hop["p95"])
