@@ -17,7 +17,6 @@ from fleetprobe.experiments.leakage import (
     make_plan,
     search_body,
     search_returned,
-    tally,
 )
 from fleetprobe.runner import ParamsError, get_experiment, parse_params
 
@@ -164,19 +163,3 @@ def test_get_returned_needs_200_and_the_row() -> None:
     assert not get_returned(404, {"detail": "Memory not found"}, "m1", "c1")
     assert not get_returned(200, {"id": "other", "metadata": {}}, "m1", "c1")
     assert not get_returned(None, None, "m1", "c1")
-
-
-def test_tally_counts_only_matching_events() -> None:
-    events = [
-        {"phase": "probe", "axis": "search", "expected": "deny", "returned": True, "leak": True,
-         "miss": False},
-        {"phase": "probe", "axis": "search", "expected": "allow", "returned": False,
-         "leak": False, "miss": True},
-        {"phase": "probe", "axis": "get", "expected": "deny", "returned": True, "leak": True,
-         "miss": False},
-        {"phase": "write"},
-    ]
-    assert tally(events, "probe", axis="search") == {
-        "probes": 2, "deny": 1, "allow": 1, "leaks": 1, "misses": 1, "returned": 1
-    }
-    assert tally(events, "probe")["leaks"] == 2

@@ -360,20 +360,6 @@ def answered(result: Result) -> bool:
     return result.status is not None and not result.retryable
 
 
-def tally(events: Iterable[Mapping[str, Any]], phase: str, **where: Any) -> dict[str, int]:
-    """Counts of a phase's probes, optionally filtered on event fields (tests, notebook)."""
-    out = {"probes": 0, "deny": 0, "allow": 0, "leaks": 0, "misses": 0, "returned": 0}
-    for e in events:
-        if e.get("phase") != phase or any(e.get(k) != v for k, v in where.items()):
-            continue
-        out["probes"] += 1
-        out["deny"] += e.get("expected") == "deny"
-        out["allow"] += e.get("expected") == "allow"
-        out["leaks"] += bool(e.get("leak"))
-        out["misses"] += bool(e.get("miss"))
-        out["returned"] += bool(e.get("returned"))
-    return out
-
 
 # -------------------------------------------------------------------------- phases
 
