@@ -360,7 +360,6 @@ def answered(result: Result) -> bool:
     return result.status is not None and not result.retryable
 
 
-
 # -------------------------------------------------------------------------- phases
 
 
