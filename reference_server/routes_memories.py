@@ -219,9 +219,9 @@ def _detail_links(state: ServerState, tenant_id: str, memory_id: str) -> list[di
 
 @router.get("/memories/{memory_id}")
 async def get_memory(memory_id: UUID, tenant_id: Annotated[Text, Query()],
-                     caller: CallerDep, state: StateDep) -> dict:
+                     caller: CallerDep, state: StateDep) -> JSONResponse:
     row = _readable_row(state, caller, tenant_id, memory_id)
-    return memory_detail(row, _detail_links(state, tenant_id, row["id"]))
+    return JSONResponse(memory_detail(row, _detail_links(state, tenant_id, row["id"])))
 
 
 @router.get("/memories/{memory_id}/contradictions")
@@ -366,7 +366,7 @@ async def list_memories(
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     include_deleted: bool = False,
-) -> dict:
+) -> JSONResponse:
     tenant = tenant_id or caller.tenant_id
     if tenant is None:
         raise ApiError(400, "tenant_id is required")
@@ -388,8 +388,8 @@ async def list_memories(
     next_cursor = (_encode_cursor(page[-1]) if more and sort == "created_at"
                    and order == "desc" else None)
     links = state.storage.entity_links_of([r["id"] for r in page])
-    return {"items": [memory_out(r, links.get(r["id"])) for r in page],
-            "next_cursor": next_cursor}
+    return JSONResponse({"items": [memory_out(r, links.get(r["id"])) for r in page],
+                         "next_cursor": next_cursor})
 
 
 def _page(state: ServerState, viewer: scope.Viewer, flt: ListFilter, offset: int,
@@ -481,8 +481,9 @@ def _search(state: ServerState, caller: Caller, body: SearchRequest,
 
 @router.post("/search")
 async def search(body: SearchRequest, request: Request, caller: CallerDep,
-                 state: StateDep) -> dict:
-    return {"items": _search(state, caller, body, request.headers.get("x-api-key"))}
+                 state: StateDep) -> JSONResponse:
+    items = _search(state, caller, body, request.headers.get("x-api-key"))
+    return JSONResponse({"items": items})
 
 
 @router.post("/recall")

@@ -380,6 +380,19 @@ class SqliteStorage:
         if embedding is not None and rowid is not None:
             self.index.add(row["tenant_id"], rowid, embedding)
 
+    def insert_many(self, rows: Sequence[dict], embeddings: Sequence[np.ndarray]) -> None:
+        """Seeding (benchmarks, fixtures): many rows in one transaction, no jobs."""
+        if not rows:
+            return
+        cols = [*rows[0], "embedding"]
+        sql = (f"INSERT INTO memories ({', '.join(cols)}) "
+               f"VALUES ({', '.join('?' for _ in cols)})")
+        values = [(*(json.dumps(v) if k == "metadata" and v is not None else v
+                     for k, v in row.items()), emb.astype(np.float32).tobytes())
+                  for row, emb in zip(rows, embeddings, strict=True)]
+        with self._tx() as db:
+            db.executemany(sql, values)
+
     def get_memory(self, tenant_id: str, memory_id: str) -> dict | None:
         r = self._one("SELECT rowid AS _rowid, * FROM memories WHERE tenant_id = ? AND id = ?",
                       (tenant_id, memory_id))
