@@ -28,7 +28,6 @@ PAPER_VALUES = Path(__file__).with_name("paper_values.yaml")
 PAPER_SCALE, NOT_PAPER_SCALE, INCOMPLETE, SELECTED = (
     "paper scale", "not at paper scale", "incomplete run", "selected")
 PROFILES = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "naive")
-EXPERIMENTS = ("leakage", "provenance", "propagation", "contradiction")
 
 
 def load_paper_values(path: Path = PAPER_VALUES) -> dict[str, Any]:

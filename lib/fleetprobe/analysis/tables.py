@@ -191,8 +191,7 @@ def _readable_trust_and_relation(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _k_of_n(k: int, n: int) -> str:
-    r = rate(int(k), int(n))
-    return f"{r.k}/{r.n}" + (f" [{r.low:.3f}, {r.high:.3f}]" if r.n else "")
+    return verdicts.fmt_rate(rate(int(k), int(n)), with_value=False)
 
 
 def _empty_note(frame: pd.DataFrame, note: str) -> str:

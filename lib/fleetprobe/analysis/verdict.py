@@ -41,12 +41,22 @@ class Verdict:
 # ------------------------------------------------------------------------------ formatting
 
 
-def fmt_rate(r: Rate | None) -> str:
+def fmt_rate(r: Rate | None, with_value: bool = True) -> str:
+    """`k/n = value [low, high]` (or `k/n [low, high]`); `-` when there is no rate."""
     if r is None:
         return "-"
     if r.n == 0:
         return "0/0"
-    return f"{r.k}/{r.n} = {r.value:.3f} [{r.low:.3f}, {r.high:.3f}]"
+    value = f" = {r.value:.3f}" if with_value else ""
+    return f"{r.k}/{r.n}{value} [{r.low:.3f}, {r.high:.3f}]"
+
+
+def fmt_count(r: Rate | None) -> str:
+    return "-" if r is None else f"{r.k}/{r.n}"
+
+
+def fmt_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in counts.items()) or "none"
 
 
 def fmt_latency(values: dict[str, float] | None, keys: tuple[str, ...] = ("p50", "p95", "p99"),
@@ -162,8 +172,8 @@ def _judge_admission(results: Results, claim, run, verdict: Verdict) -> Verdict:
         verdict.status = DIFFERS
         verdict.reason += f"; dominant reject reason {dominant}, paper {claim['dominant_reason']}"
     elif verdict.status == REPRODUCED:
-        verdict.reason += f"; dominant reject reason {dominant} as in the paper; rejections " + (
-            ", ".join(f"{k} {v}" for k, v in reasons.items()))
+        verdict.reason += (f"; dominant reject reason {dominant} as in the paper; "
+                           f"rejections {fmt_counts(reasons)}")
     return verdict
 
 
@@ -194,10 +204,9 @@ def data_context(results: Results, claim: dict[str, Any], run_id: str) -> list[s
         admitted = results.measured_rate("contradiction_writes_succeeded", run_id)
         both = results.measured_rate("contradiction_both_admitted", run_id)
         reasons = reject_reason_counts(results, run_id)
-        context.append(f"admission: {fmt_rate(admitted).split(' =')[0]} writes admitted, "
-                       f"{fmt_rate(both).split(' =')[0]} fact-runs with both admitted, "
-                       "rejections " + (", ".join(f"{k} {v}" for k, v in reasons.items())
-                                        or "none"))
+        context.append(f"admission: {fmt_count(admitted)} writes admitted, "
+                       f"{fmt_count(both)} fact-runs with both admitted, "
+                       f"rejections {fmt_counts(reasons)}")
     if claim["metric"].startswith("leakage_search"):
         rows = results.rates[(results.rates.run_id == run_id)
                              & (results.rates.metric == claim["metric"])]
@@ -294,6 +303,7 @@ def render_reproduction(results: Results, verdicts: list[Verdict]) -> str:
     claims = pd.DataFrame([asdict(v) for v in verdicts])
     claims["claim"] = claims.label + " (" + claims.section + ")"
     claims["runs"] = claims.run_ids.map(lambda ids: ", ".join(ids) or "-")
+    hypothesis = search_leak_hypothesis(results)
     lines = [
         "# Paper versus reproduction",
         "",
@@ -310,9 +320,9 @@ def render_reproduction(results: Results, verdicts: list[Verdict]) -> str:
         "",
         "Which write/search variant yields the paper's 72/164 search leaks and 4/28 misses:",
         "",
-        _markdown_or_note(search_leak_hypothesis(results), "no leakage run measured search"),
+        _markdown_or_note(hypothesis, "no leakage run measured search"),
         "",
-        _hypothesis_conclusion(search_leak_hypothesis(results)),
+        _hypothesis_conclusion(hypothesis),
         "",
         "## Contradiction admission (paper 8, 9.2: 206/400 rejected, mostly exact duplicates)",
         "",
