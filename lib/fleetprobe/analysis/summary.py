@@ -1,4 +1,10 @@
-"""One run's headline metrics as summary.csv, through the same views as the report."""
+"""One run's headline metrics as summary.csv, through the same views as the report.
+
+A row is a metric view of metrics.sql (`leakage_search_leak`, ...); a latency view gives one
+row per percentile (`provenance_hop_latency_p95_ms`, numerator empty, denominator = n). A
+leakage metric is measured per search-leak variant, so its name ends in
+`[variant_write/variant_search]`.
+"""
 
 from __future__ import annotations
 
@@ -6,33 +12,33 @@ import csv
 import math
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 
 from fleetprobe.analysis import db
-from fleetprobe.analysis.stats import wilson
+from fleetprobe.analysis.stats import rate
 
 SUMMARY_COLUMNS = ["metric", "numerator", "denominator", "value", "ci_low", "ci_high"]
 PERCENTILES = ("p50", "p95", "p99", "max")
 
 
-def rate_table(con) -> pd.DataFrame:
+def rate_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Every rate view in long form with value and Wilson interval."""
     frame = con.execute("SELECT * FROM rate_metrics ORDER BY run_id, metric").df()
-    intervals = [wilson(int(k), int(n)) for k, n in zip(frame.numerator, frame.denominator,
-                                                       strict=True)]
-    frame["value"] = [k / n if n else math.nan for k, n in zip(frame.numerator,
-                                                              frame.denominator, strict=True)]
-    frame["ci_low"] = [low for low, _ in intervals]
-    frame["ci_high"] = [high for _, high in intervals]
+    rates = [rate(int(k), int(n)) for k, n in zip(frame.numerator, frame.denominator,
+                                                  strict=True)]
+    frame["value"] = [r.value for r in rates]
+    frame["ci_low"] = [r.low for r in rates]
+    frame["ci_high"] = [r.high for r in rates]
     return frame
 
 
-def latency_table(con) -> pd.DataFrame:
+def latency_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Every latency view in long form (n, p50, p95, p99, max in ms)."""
     return con.execute("SELECT * FROM latency_metrics ORDER BY run_id, metric").df()
 
 
-def summary_rows(con) -> list[dict]:
+def summary_rows(con: duckdb.DuckDBPyConnection) -> list[dict]:
     """summary.csv rows: rates with intervals, then one row per latency percentile."""
     rows = [
         _row(_metric_name(r), r.numerator, r.denominator, r.value, r.ci_low, r.ci_high)
