@@ -7,6 +7,7 @@ the latency views. A figure whose experiment is absent from the traces is not dr
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,8 +92,11 @@ def fig4_hop_latency(results: Results, out_dir: Path) -> FigureOutput:
         return FigureOutput("fig4_hop_latency", title, note=_none("provenance", "walk fetches"))
     fetches["profile"] = fetches.run_id.map(runs.set_index("run_id").profile)
     fig, ax = plt.subplots(figsize=(7, 4))
-    sns.boxplot(data=fetches, x="hop", y="latency_ms", hue="profile",
-                hue_order=_profile_order(fetches.profile), ax=ax, fliersize=2)
+    with warnings.catch_warnings():
+        # seaborn 0.13 passes matplotlib's deprecated `vert`; nothing for us to change
+        warnings.simplefilter("ignore", matplotlib.MatplotlibDeprecationWarning)
+        sns.boxplot(data=fetches, x="hop", y="latency_ms", hue="profile",
+                    hue_order=_profile_order(fetches.profile), ax=ax, fliersize=2)
     marks = []
     for run in runs.itertuples():
         q = results.measured_latency("provenance_hop_latency", run.run_id)
