@@ -166,3 +166,31 @@ def test_summary_of_an_interrupted_run_matches_the_report_views(results, fixture
             rows["provenance_completeness"]["denominator"]) == ("39", "39")
     hop = results.measured_latency("provenance_hop_latency", run)
     assert float(rows["provenance_hop_latency_p95_ms"]["value"]) == pytest.approx(hop["p95"])
+
+
+def test_a_run_directory_can_be_the_root(fixture_traces):
+    root, ids = fixture_traces
+    con = db.connect(root / ids["propagation_0530"])
+    assert con.execute("SELECT DISTINCT run_id FROM events").fetchall() == [
+        (ids["propagation_0530"],)]
+
+
+# Columns the experiment notebooks select from the views (notebooks/*.ipynb): a contract.
+VIEW_COLUMNS_USED_ELSEWHERE = {
+    "leakage_table3": {"credential", "trust", "relation", "expected", "probes", "returned",
+                       "leaks", "statuses"},
+    "leakage_reprobe": {"trust", "relation", "expected", "returned", "probes", "leaks",
+                        "misses", "statuses"},
+    "contradiction_admission": {"run_id"},
+    "contradiction_write_latency_by_trigger": {"run_id", "triggered", "p50", "p95", "p99"},
+    "propagation_visibility_by_relation": {"run_id", "reader_relation", "visible", "probes"},
+    "propagation_window_latency": {"run_id", "p50", "p95", "max"},
+    "propagation_redistribute": {"run_id", "requester_trust", "relation", "flipped"},
+}
+
+
+@pytest.mark.parametrize(("view", "columns"), sorted(VIEW_COLUMNS_USED_ELSEWHERE.items()))
+def test_views_keep_the_columns_other_notebooks_select(tmp_path, view, columns):
+    con = db.connect(tmp_path)
+    present = {row[0] for row in con.execute(f'DESCRIBE "{view}"').fetchall()}
+    assert columns <= present
