@@ -278,13 +278,17 @@ async def patch_status(memory_id: UUID, tenant_id: Annotated[Text, Query()],
     return {"memory_id": row["id"], "old_status": row["status"], "new_status": status}
 
 
+NOT_NULL_COLUMNS = frozenset({"content", "memory_type", "weight", "status", "visibility"})
+
+
 @router.patch("/memories/{memory_id}")
 async def update_memory(memory_id: UUID, body: MemoryUpdate,
                         tenant_id: Annotated[Text, Query()], caller: CallerDep,
                         state: StateDep, agent_id: Annotated[Text | None, Query()] = None
                         ) -> dict:
     caller.enforce_tenant(tenant_id)
-    given = body.model_dump(exclude_unset=True)
+    given = {k: v for k, v in body.model_dump(exclude_unset=True).items()
+             if v is not None or k not in NOT_NULL_COLUMNS}  # a null there means "unchanged"
     given.pop("metadata_mode", None)
     if not given:
         raise ApiError(400, "No fields to update")

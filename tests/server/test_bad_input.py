@@ -117,9 +117,15 @@ def bad_requests(api: Api) -> list[tuple[str, str, bytes | None, dict]]:
 
 
 def test_bad_inputs_get_an_enveloped_4xx_and_write_nothing(api: Api) -> None:
+    existing = api.write("An existing row that bad updates must leave intact", agent_id="w")
     before = stored_count(api)
+    row_path = f"/memories/{existing.json()['id']}?tenant_id={api.tenant_id}"
+    updates = [b'{"content": null, "visibility": null, "status": null, "weight": null}',
+               b'{"content": "short"}', b'{"memory_type": "rule"}', b'{"weight": -1}',
+               b'{"metadata_mode": "append", "metadata": {}}', b'{}', b'[1, 2]']
     failures = []
-    for method, path, body, headers in bad_requests(api):
+    cases = bad_requests(api) + [("PATCH", row_path, u, {}) for u in updates]
+    for method, path, body, headers in cases:
         hdrs = {"Content-Type": "application/json", **headers}
         r = api.http.request(method, path, content=body, headers=hdrs)
         ok = 400 <= r.status_code < 500
@@ -133,6 +139,7 @@ def test_bad_inputs_get_an_enveloped_4xx_and_write_nothing(api: Api) -> None:
                             f"{r.status_code} {r.text[:200]}")
     assert not failures, "\n".join(failures)
     assert stored_count(api) == before
+    assert api.get(existing.json()["id"]).json()["content"] == existing.json()["content"]
 
 
 def test_streamed_body_over_1_mib_is_413(api: Api) -> None:
