@@ -146,6 +146,12 @@ async def preflight(client: MemClawClient, target: Target) -> None:
             f"({version.error or type(version.body).__name__}); is this a MemClaw endpoint?"
         )
     target.info = dict(version.body) if version.ok else {}
+    served = target.info.get("profile")
+    if target.profile_requested and served != target.profile_requested:
+        raise TargetError(
+            f"{target.base_url} serves profile {served!r}, not the requested "
+            f"{target.profile_requested!r}"
+        )
     probe = await client.list_memories(target.tenant, limit=1)
     if probe.status in (401, 403):
         hint = f"check {ENV_KEY} and {ENV_TENANT}" if target.kind == "live" else "tenant key"

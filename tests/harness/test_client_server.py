@@ -98,6 +98,9 @@ def test_preflight_names_wrong_key_and_unreachable_endpoint(target: Target) -> N
     gone = Target("live", f"http://127.0.0.1:{free_port()}", target.tenant)
     with pytest.raises(TargetError, match="cannot reach .*MEMCLAW_API_URL"):
         run(check(gone))
+    other = Target("reference", target.base_url, target.tenant, profile_requested="naive")
+    with pytest.raises(TargetError, match="serves profile 'memclaw-2026-05-30'"):
+        run(check(other))
     run(check(target))
     assert target.info["profile"] == "memclaw-2026-05-30"
 

@@ -135,3 +135,16 @@ def test_ctrl_c_keeps_events_and_marks_the_manifest(tmp_path: Path) -> None:
     assert m["complete"] is False and m["incomplete_reason"].startswith("interrupted")
     assert 0 < m["executed"]["write"] < m["planned"]["write"] == 200
     assert len(events(events_file.parent)) == sum(m["executed"].values())
+
+
+def test_same_seed_same_executed_plan_fresh_nonce(target: Target, traces_root: Path) -> None:
+    def executed_plan(run_dir: Path) -> list[tuple[str, int, str]]:
+        nonce = manifest(run_dir)["nonce"]
+        return [(w["chain_id"], w["hop"], w["writer_expected"].replace(nonce, "<nonce>"))
+                for w in sorted(events(run_dir, "write"), key=lambda w: (w["chain_id"], w["hop"]))]
+
+    first = run_experiment("provenance", smoke(traces_root, "chains=2"), target=target)
+    second = run_experiment("provenance", smoke(traces_root, "chains=2"), target=target)
+    assert manifest(first)["nonce"] != manifest(second)["nonce"]
+    assert executed_plan(first) == executed_plan(second)
+    assert len({w for _, _, w in executed_plan(first)}) > 1  # writers vary within the plan
