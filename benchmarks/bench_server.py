@@ -83,8 +83,14 @@ class Connection:
     def request(self, method: str, path: str, body: dict | None, expect: int) -> float:
         payload = json.dumps(body) if body is not None else None
         start = time.perf_counter()
-        self.conn.request(method, path, body=payload, headers=self.headers)
-        response = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body=payload, headers=self.headers)
+            response = self.conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            self.conn.close()  # the server closed an idle keep-alive connection: reconnect
+            start = time.perf_counter()
+            self.conn.request(method, path, body=payload, headers=self.headers)
+            response = self.conn.getresponse()
         data = response.read()
         elapsed = (time.perf_counter() - start) * 1000
         if response.status != expect:
@@ -154,11 +160,12 @@ def measure(n: int, profile: str, requests: int, rng: random.Random) -> list[dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--large", action="store_true", help="also measure at 100k memories")
+    parser.add_argument("--sizes", type=int, nargs="+", help="stored-memory counts to measure")
     parser.add_argument("--requests", type=int, default=300, help="sequential requests per op")
     parser.add_argument("--profile", default="memclaw-2026-05-30")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    sizes = [1_000, 10_000] + ([100_000] if args.large else [])
+    sizes = args.sizes or [1_000, 10_000] + ([100_000] if args.large else [])
     rng = random.Random(args.seed)
     print(f"profile {args.profile}, {args.requests} sequential requests per op, "
           "throughput with 16 concurrent clients")

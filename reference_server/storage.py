@@ -117,6 +117,17 @@ CREATE TABLE IF NOT EXISTS idempotency (
 """
 
 
+MEMORY_COLUMNS = (
+    "id", "tenant_id", "fleet_id", "agent_id", "memory_type", "title", "content", "weight",
+    "source_uri", "run_id", "metadata", "content_hash", "client_request_id", "created_at",
+    "expires_at", "deleted_at", "ts_valid_start", "ts_valid_end", "subject_entity_id",
+    "predicate", "object_value", "status", "visibility", "recall_count", "last_recalled_at",
+    "supersedes_id")
+# Everything but the embedding blob (only the by-id detail shows it).
+ROW_COLUMNS = "rowid AS _rowid, " + ", ".join(MEMORY_COLUMNS)
+ROW_COLUMNS_M = "m.rowid AS _rowid, " + ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
@@ -402,7 +413,7 @@ class SqliteStorage:
         if not ids:
             return []
         marks = ", ".join("?" for _ in ids)
-        rows = self._all(f"SELECT rowid AS _rowid, * FROM memories WHERE tenant_id = ? "
+        rows = self._all(f"SELECT {ROW_COLUMNS} FROM memories WHERE tenant_id = ? "
                          f"AND id IN ({marks})", (tenant_id, *ids))
         return [_row(r) for r in rows]
 
@@ -432,14 +443,14 @@ class SqliteStorage:
         if len(rowids) == 0:
             return {}
         marks = ", ".join("?" for _ in rowids)
-        rows = self._all(f"SELECT rowid AS _rowid, * FROM memories WHERE rowid IN ({marks})",
+        rows = self._all(f"SELECT {ROW_COLUMNS} FROM memories WHERE rowid IN ({marks})",
                          [int(x) for x in rowids])
         return {r["_rowid"]: _row(r) for r in rows}
 
     def iter_memories(self, flt: ListFilter, chunk: int = 500) -> Iterator[dict]:
         where, args = _list_where(flt)
         direction = "DESC" if flt.order == "desc" else "ASC"
-        sql = (f"SELECT rowid AS _rowid, * FROM memories WHERE {' AND '.join(where)} "
+        sql = (f"SELECT {ROW_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
                f"ORDER BY {flt.sort} {direction}, id {direction} LIMIT ? OFFSET ?")
         offset = 0
         while True:
@@ -453,7 +464,7 @@ class SqliteStorage:
         if not ids:
             return []
         marks = ", ".join("?" for _ in ids)
-        rows = self._all(f"SELECT rowid AS _rowid, * FROM memories WHERE tenant_id = ? AND "
+        rows = self._all(f"SELECT {ROW_COLUMNS} FROM memories WHERE tenant_id = ? AND "
                          f"deleted_at IS NULL AND supersedes_id IN ({marks})", (tenant_id, *ids))
         return [_row(r) for r in rows]
 
@@ -533,7 +544,7 @@ class SqliteStorage:
         same subject and predicate."""
         marks = ", ".join("?" for _ in LIVE_STATUSES)
         rows = self._all(
-            f"SELECT rowid AS _rowid, * FROM memories WHERE tenant_id = ? AND fleet_id IS ? "
+            f"SELECT {ROW_COLUMNS} FROM memories WHERE tenant_id = ? AND fleet_id IS ? "
             f"AND subject_entity_id = ? AND lower(predicate) = lower(?) AND object_value <> ? "
             f"AND status IN ({marks}) AND deleted_at IS NULL AND id <> ?",
             (row["tenant_id"], row["fleet_id"], row["subject_entity_id"], row["predicate"],
@@ -585,7 +596,7 @@ class SqliteStorage:
         return links
 
     def memories_linked_to(self, tenant_id: str, entity_id: str) -> list[dict]:
-        rows = self._all("SELECT m.rowid AS _rowid, m.* FROM memories m JOIN memory_entity_links l "
+        rows = self._all(f"SELECT {ROW_COLUMNS_M} FROM memories m JOIN memory_entity_links l "
                          "ON l.memory_id = m.id WHERE m.tenant_id = ? AND l.entity_id = ? "
                          "AND m.deleted_at IS NULL ORDER BY m.created_at DESC",
                          (tenant_id, entity_id))
