@@ -17,6 +17,7 @@ import tempfile
 import time
 
 import httpx
+
 from fleetprobe.client import MemClawClient, Result
 from fleetprobe.targets import target_for_server
 from fleetprobe.trace import Trace

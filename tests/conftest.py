@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from fleetprobe.targets import Target, target_for_server
 
 REPO = Path(__file__).resolve().parents[1]

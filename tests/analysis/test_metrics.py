@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+
 from fleetprobe.analysis import db, write_summary
 from fleetprobe.analysis.stats import wilson
 

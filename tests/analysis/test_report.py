@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from fleetprobe.analysis import report
 from fleetprobe.analysis.figures import FIGURES
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from fleetprobe.client import Credential, MemClawClient, RetryPolicy
 from fleetprobe.runner import TargetUnavailable, UnexpectedShape, arun_experiment
 from fleetprobe.targets import Target, TargetError, preflight

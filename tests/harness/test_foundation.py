@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from fleetprobe.client import Credential, Result, RetryPolicy, short_error
 from fleetprobe.experiments.provenance import ProvenanceParams, grade_chain, make_plan
 from fleetprobe.pacing import Pacer

@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+
 from fleetprobe.experiments.leakage import (
     ALL_VARIANTS,
     LeakageParams,

@@ -18,13 +18,13 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-from fleetprobe import load_params, run_experiment
-from fleetprobe.targets import target_for_server
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from fleetprobe import load_params, run_experiment
+from fleetprobe.targets import target_for_server
 from reference_server.process import ReferenceServer, free_port
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from fleetprobe import load_params, run_experiment
 
 REPO = Path(__file__).resolve().parents[2]

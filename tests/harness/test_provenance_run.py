@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from fleetprobe import load_params, run_experiment
 from fleetprobe.runner import TargetUnavailable
 from fleetprobe.targets import Target, target_for_server
