@@ -81,6 +81,15 @@ def test_low_prose_diversity_meets_exact_duplicate_409s_recorded_with_their_reas
     assert {w["prose_diversity"] for w in writes} == {"low"}
 
 
+def test_repeated_sentences_from_another_agent_meet_the_near_duplicate_gate(run: Run) -> None:
+    """Exact-duplicate scope is per agent, the near-duplicate gate is across agents: the paper's
+    "dominated by exact-content duplicates" fits one writer per fact, not one per scenario."""
+    writes = events(run("memclaw-2026-05-30", "writer_assignment=per_scenario"), "write")
+    rejected = [w for w in writes if not w["admitted"]]
+    assert rejected and {w["reject_reason"] for w in rejected} == {"near_duplicate"}
+    assert {w["scenario"] for w in rejected} == {"concurrent"}
+
+
 def test_high_prose_diversity_admits_every_write(run: Run) -> None:
     run_dir = run("memclaw-2026-05-30", "prose_diversity=high")
     assert all(w["admitted"] for w in events(run_dir, "write"))

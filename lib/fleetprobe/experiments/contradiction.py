@@ -27,7 +27,10 @@ Prose (what each write's `content` says; the triple fields are the same in every
 Writers. `writer_assignment="per_fact"` (default): one agent writes all four writes of a fact
 (the paper does not say; one writer per fact is the simplest reading), agents cycle through a
 pool of `n_writer_agents` in one fleet. `per_scenario`: the two scenarios of a fact use two
-different agents, which takes MemClaw's agent-scoped exact-duplicate check out of play.
+different agents, which takes MemClaw's agent-scoped exact-duplicate check out of play; under
+`prose_diversity="low"` the repeated sentences then meet the strong-mode near-duplicate gate
+(which compares across agents) instead, so the paper's "dominated by exact-content duplicates"
+fits one writer per fact.
 
 Checkers judge the recorded events only: a fact-run is `detected` when a post-settle GET of one
 of its admitted rows shows `supersedes_id` set or a status other than `active`.
