@@ -118,9 +118,10 @@ async def write_memory(body: MemoryCreate, request: Request, caller: CallerDep,
                             "be supplied on writes. It is produced by the server.")
     agent_id = _require_agent_id(caller, body.agent_id)
     key = _idempotency_key(idempotency_header, body.metadata)
-    request_hash = hashlib.sha256(
-        json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+    request_hash = None
     if key is not None:
+        request_hash = hashlib.sha256(
+            json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
         cached = state.storage.get_idempotency(body.tenant_id, key)
         if cached is not None:
             if cached.request_hash != request_hash:
@@ -129,7 +130,16 @@ async def write_memory(body: MemoryCreate, request: Request, caller: CallerDep,
     agent, fleet = _resolve_writer(state, caller, body.tenant_id, agent_id, body.fleet_id)
     ctx = _write_context(state, body.tenant_id, agent, fleet, body.visibility, body,
                          persist=body.persist, idempotency_key=key, request_hash=request_hash)
-    return JSONResponse(await run_write(ctx), status_code=201)
+    if key is None:
+        return JSONResponse(await run_write(ctx), status_code=201)
+    holder = (body.tenant_id, key)
+    if holder in state.idempotency_in_flight:  # only possible while a write awaits latency
+        raise ApiError(409, "Idempotency-Key still in progress; retry shortly")
+    state.idempotency_in_flight.add(holder)
+    try:
+        return JSONResponse(await run_write(ctx), status_code=201)
+    finally:
+        state.idempotency_in_flight.discard(holder)
 
 
 @router.post("/memories/bulk", status_code=200)

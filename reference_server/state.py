@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request
 
@@ -24,6 +24,8 @@ class ServerState:
     limiter: RateLimiter
     detector: ContradictionDetector
     latency: LatencySimulator | None = None
+    # (tenant, Idempotency-Key) of writes still running (they may await simulated latency)
+    idempotency_in_flight: set[tuple[str, str]] = field(default_factory=set)
 
     def rate_limit(self, bucket: str, caller: Caller, raw_key: str | None) -> None:
         per_tenant = self.profile.rate_limit_key == "tenant" and caller.tenant_id

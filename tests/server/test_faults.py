@@ -138,11 +138,32 @@ def start_limited(tmp_path) -> ReferenceServer:
     server.close()
 
 
-def test_cli_overrides_rate_limits_and_latency_flag(tmp_path) -> None:
+async def _same_key_twice(base_url: str, key: str, tenant_id: str) -> list[httpx.Response]:
+    body = {"tenant_id": tenant_id, "agent_id": "slow", "write_mode": "strong",
+            "content": "A strong write that waits for simulated enrichment"}
+    headers = {"X-API-Key": key, "Idempotency-Key": "same-key"}
+    async with httpx.AsyncClient(base_url=base_url + "/api/v1", timeout=60.0) as http:
+        first = asyncio.create_task(http.post("/memories", json=body, headers=headers))
+        await asyncio.sleep(0.2)  # the first write is now inside the simulated enrichment
+        second = await http.post("/memories", json=body, headers=headers)
+        done = await first
+        replay = await http.post("/memories", json=body, headers=headers)
+    return [done, second, replay]
+
+
+def test_cli_overrides_and_latency_model(tmp_path) -> None:
+    """With --latency-model a strong write waits in the simulated enrichment pool; a second
+    write with the same Idempotency-Key meanwhile gets MemClaw's 409, then a replay."""
     with ReferenceServer(profile="proposed", db_path=tmp_path / "o.db",
                          extra_args=["--search-rate", "30/second", "--write-rate", "5/second",
                                      "--latency-model"]) as server:
         version = httpx.get(server.base_url + "/api/v1/version").json()
+        tenant_id, key = server.create_tenant()
+        done, second, replay = asyncio.run(_same_key_twice(server.base_url, key, tenant_id))
+    assert done.status_code == 201
+    assert second.status_code == 409
+    assert second.json()["detail"] == "Idempotency-Key still in progress; retry shortly"
+    assert replay.status_code == 201 and replay.json()["id"] == done.json()["id"]
     assert version["profile"] == "proposed"
     assert version["rate_limits"] == {"write": "5/second", "search": "30/second",
                                       "bulk": "2/second"}
