@@ -1,0 +1,57 @@
+"""Small pure pieces: the embedder, rate parsing, the profiles' step lists."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reference_server import search_pipeline, write_pipeline
+from reference_server.embedding import HashingEmbedder, keyword_score
+from reference_server.profiles import PROFILES, get_profile
+from reference_server.ratelimit import parse_rate
+
+
+def test_embedder_is_deterministic_and_overlap_ranks_higher() -> None:
+    a, b = HashingEmbedder(), HashingEmbedder()
+    text = "The ledger service runs in Frankfurt"
+    assert np.array_equal(a.embed(text), b.embed(text))
+    assert float(a.embed(text) @ a.embed(text.upper())) == pytest.approx(1.0, abs=1e-5)
+    close = float(a.embed(text) @ a.embed("The ledger service runs in Dublin"))
+    far = float(a.embed(text) @ a.embed("Quarterly budget review for marketing"))
+    assert close > 0.7 > 0.3 > far
+    assert not a.embed("").any()  # no words: the zero vector, never NaN
+
+
+def test_keyword_score_counts_distinct_query_words() -> None:
+    assert keyword_score("ledger Frankfurt", "the ledger runs in frankfurt") == 1.0
+    assert keyword_score("ledger Dublin", "the ledger runs in frankfurt") == 0.5
+    assert keyword_score("the", "anything") == 0.0
+
+
+@pytest.mark.parametrize("text,spec,wording", [
+    ("10/second", "10/second", "10 per 1 second"),
+    ("100/minute", "100/minute", "100 per 1 minute"),
+    ("100 per 1 minute", "100/minute", "100 per 1 minute"),
+    ("5 per 10 seconds", "5 per 10 second", "5 per 10 second"),
+])
+def test_parse_rate(text: str, spec: str, wording: str) -> None:
+    rate = parse_rate(text)
+    assert (rate.spec, str(rate)) == (spec, wording)
+
+
+@pytest.mark.parametrize("text", ["", "ten/second", "0/second", "10/fortnight"])
+def test_parse_rate_rejects_nonsense(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_rate(text)
+
+
+def test_every_profile_names_known_steps_and_differs_where_documented() -> None:
+    for profile in PROFILES.values():
+        write_pipeline.validate_steps(profile.write_steps)
+        search_pipeline.validate_steps(profile.search_steps)
+    measured, proposed = get_profile("memclaw-2026-05-30"), get_profile("proposed")
+    diff = [(m, p) for m, p in zip(measured.write_steps, proposed.write_steps, strict=True)
+            if m != p]
+    assert diff == [("check_near_duplicate", "check_near_duplicate_unless_single_valued_triple")]
+    with pytest.raises(ValueError, match="unknown profile"):
+        get_profile("memclaw-2099")
