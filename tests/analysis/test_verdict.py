@@ -81,6 +81,9 @@ def test_explicitly_selected_run_replaces_the_canonical_one(fixture_traces):
     assert completeness.run_ids == [old]
     assert completeness.status == verdict.DIFFERS
     assert "selected" in completeness.reason
+    # experiments without a selected run keep their default canonical run
+    detection = by_id(selected)["contradiction_detection_all"]
+    assert detection.run_ids == [ids["contradiction_0530"]]
 
 
 def test_the_older_small_run_is_not_canonical(results, fixture_traces):

@@ -2,8 +2,9 @@
 
     python -m fleetprobe report [--traces data/traces] [--out reports] [--run RUN_ID ...]
 
-`--run` names the canonical runs explicitly (repeat it); by default each experiment and
-profile is represented by its latest complete run at paper scale.
+By default each experiment and profile is represented by its latest complete run at paper
+scale; `--run RUN_ID` (repeatable) makes a named run the canonical one for its experiment and
+profile instead.
 """
 
 from __future__ import annotations

@@ -80,28 +80,23 @@ class Results:
 
     @cached_property
     def canonical(self) -> pd.DataFrame:
-        """One run per (experiment, profile): the chosen ones if any were named, else the
-        latest complete run at paper scale, falling back to the latest complete run and then
-        the latest run at all (the `basis` column says which rule picked it)."""
+        """One run per (experiment, profile): a named run where one was selected for it, else
+        the latest complete run at paper scale, falling back to the latest complete run and
+        then the latest run at all (the `basis` column says which rule picked it)."""
         runs = self.runs[self.runs.experiment.notna()].copy()
-        if self.selected:
-            chosen = runs[runs.run_id.isin(self.selected)].assign(basis=SELECTED)
-            return chosen.reset_index(drop=True)
         runs["order"] = runs.started_at.fillna("") + runs.run_id
-        picked = []
-        for _, group in runs.groupby(["experiment", "profile"], sort=True):
-            picked.append(_pick_latest(group))
+        picked = [_pick(group, self.selected)
+                  for _, group in runs.groupby(["experiment", "profile"], sort=True)]
         if not picked:
-            return runs.assign(basis=pd.Series(dtype=str)).iloc[0:0]
+            return runs.drop(columns="order").assign(basis=pd.Series(dtype=str))
         return pd.DataFrame(picked).drop(columns="order").reset_index(drop=True)
 
     def comparison_runs(self, experiment: str) -> pd.DataFrame:
         """Every run of an experiment a cross-run table should show: the selected ones, else
         the complete paper-scale runs, else the complete runs, else all runs."""
         runs = self.runs[self.runs.experiment == experiment]
-        if self.selected:
-            return runs[runs.run_id.isin(self.selected)]
-        for mask in (runs.complete & runs.paper_scale, runs.complete):
+        chosen = runs.run_id.isin(self.selected)
+        for mask in (chosen, runs.complete & runs.paper_scale, runs.complete):
             if mask.any():
                 return runs[mask]
         return runs
@@ -151,8 +146,9 @@ class Results:
         return rows
 
 
-def _pick_latest(group: pd.DataFrame) -> pd.Series:
+def _pick(group: pd.DataFrame, selected: Sequence[str]) -> pd.Series:
     rules = (
+        (SELECTED, group.run_id.isin(selected)),
         (PAPER_SCALE, group.complete & group.paper_scale),
         (NOT_PAPER_SCALE, group.complete),
         (INCOMPLETE, pd.Series(True, index=group.index)),
