@@ -78,6 +78,11 @@ class Result:
         return self.status is None or self.status == 429 or self.status >= 500
 
 
+def body_field(body: Any, name: str) -> Any:
+    """A field of a JSON object body, or None for any other body (error text, list, None)."""
+    return body.get(name) if isinstance(body, dict) else None
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     max_attempts: int = 5

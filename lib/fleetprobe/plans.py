@@ -49,6 +49,23 @@ def scoped(name: str, nonce: str) -> str:
     return f"fp{nonce}-{name}"
 
 
+_SYLLABLES = ("ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "vu", "ze", "bo", "da", "fi",
+              "gu", "he", "jo")
+
+
+def spelled(number: int, digits: int) -> str:
+    """A number as letters-only syllables, one per hex digit (no digits: see `salted`)."""
+    return "".join(_SYLLABLES[(number >> (4 * k)) & 15] for k in reversed(range(digits)))
+
+
 def salted(text: str, nonce: str) -> str:
-    """Content salted with the run nonce so reruns never hit exact-duplicate rejection."""
-    return f"{text} [run {nonce}]"
+    """Content salted with the run nonce so reruns never hit exact-duplicate rejection.
+
+    The nonce is spelled as syllables, not hex: MemClaw's strong-mode near-duplicate gate skips
+    content holding identifier-like tokens (a run of digits and letters reads as a SHA), so a
+    hex salt would switch off the very gate the contradiction experiment measures."""
+    try:
+        word = spelled(int(nonce, 16), len(nonce))
+    except ValueError:  # not hex: keep it, it is not identifier-like in the hex sense
+        word = nonce
+    return f"{text} (run {word})"

@@ -15,9 +15,9 @@ from fleetprobe.experiments.contradiction import (
     judge_fact_run,
     make_plan,
     reject_reason,
-    salted,
     write_body,
 )
+from fleetprobe.plans import salted
 
 
 def params(**overrides: Any) -> ContradictionParams:

@@ -45,7 +45,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from fleetprobe.plans import rng, scoped
+from fleetprobe.client import body_field
+from fleetprobe.plans import rng, salted, scoped, spelled
 from fleetprobe.runner import Checker, Experiment, ExperimentParams, Phase, RunContext, register
 
 EXPERIMENT = "contradiction"
@@ -145,15 +146,6 @@ LONG_FRAMES: tuple[str, ...] = (
 )
 
 
-_SYLLABLES = ("ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "vu", "ze", "bo", "da", "fi",
-              "gu", "he", "jo")
-
-
-def spelled(number: int, digits: int) -> str:
-    """A number as letters-only syllables (no digits: see `salted`)."""
-    return "".join(_SYLLABLES[(number >> (4 * k)) & 15] for k in reversed(range(digits)))
-
-
 class ContradictionParams(ExperimentParams):
     """Sizes and knobs; defaults are the paper's (section 7.2)."""
 
@@ -245,17 +237,6 @@ def make_plan(params: ContradictionParams) -> ContradictionPlan:
     return ContradictionPlan(tuple(facts))
 
 
-def salted(text: str, nonce: str) -> str:
-    """Content salted with the run nonce spelled as syllables, not hex: MemClaw's strong-mode
-    near-duplicate gate skips content holding identifier-like tokens (a hex run with digits
-    and letters reads as a SHA), so a hex salt would switch off the very gate under test."""
-    try:
-        word = spelled(int(nonce, 16), len(nonce))
-    except ValueError:  # not hex: keep it, it is not identifier-like in the hex sense
-        word = nonce
-    return f"{text} (run {word})"
-
-
 def stale_read_query(fact: PlannedFact, nonce: str) -> str:
     """Names the fact, not one phrasing of it: every row of the fact carries all of these
     words and rows of other facts lack the subject's own word, so the fact's rows rank first."""
@@ -304,7 +285,7 @@ async def _upsert_subject(ctx: RunContext, fact: PlannedFact) -> None:
         "canonical_name": scoped(fact.subject, ctx.nonce),
     })
     ctx.record("entity", result, fact_id=fact.fact_id,
-               subject_entity_id=_field(result.body, "id") if result.ok else None)
+               subject_entity_id=body_field(result.body, "id") if result.ok else None)
 
 
 async def write_pairs(ctx: RunContext) -> None:
@@ -351,7 +332,7 @@ async def _write(ctx: RunContext, fact: PlannedFact, write: PlannedWrite,
         "write", result, fact_id=fact.fact_id, scenario=write.scenario,
         write_index=write.write_index, template_id=fact.template_id, predicate=fact.predicate,
         object_value=write.object_value,
-        memory_id=_field(result.body, "id") if result.status == 201 else None,
+        memory_id=body_field(result.body, "id") if result.status == 201 else None,
         admitted=(result.status == 201) if answered else None,
         reject_reason=reject_reason(result.status, result.error) if answered else None,
         prose_diversity=ctx.params.prose_diversity,
@@ -374,8 +355,8 @@ async def _refetch(ctx: RunContext, write: dict[str, Any]) -> None:
     ctx.record(
         "refetch", result, fact_id=write["fact_id"], scenario=write["scenario"],
         write_index=write["write_index"], memory_id=write["memory_id"],
-        observed_status=_field(result.body, "status") if result.ok else None,
-        observed_supersedes_id=_field(result.body, "supersedes_id") if result.ok else None,
+        observed_status=body_field(result.body, "status") if result.ok else None,
+        observed_supersedes_id=body_field(result.body, "supersedes_id") if result.ok else None,
     )
 
 
@@ -413,9 +394,6 @@ def check_fact_runs(ctx: RunContext) -> None:
             ctx.record("check", fact_id=fact.fact_id, scenario=scenario,
                        **judge_fact_run(writes[key], refetches[key]))
 
-
-def _field(body: Any, name: str) -> Any:
-    return body.get(name) if isinstance(body, dict) else None
 
 
 # -- checkers: pure functions over recorded events ---------------------------------------

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from fleetprobe.client import Credential, Result
+from fleetprobe.client import Credential, Result, body_field
 from fleetprobe.plans import rng, salted, scoped
 from fleetprobe.runner import (
     Checker,
@@ -367,9 +367,6 @@ def canary_for(row_id: str, nonce: str) -> str:
     return f"canary-{nonce}-{row_id}"
 
 
-def _field(body: Any, name: str) -> Any:
-    return body.get(name) if isinstance(body, Mapping) else None
-
 
 async def write_rows(ctx: RunContext) -> None:
     await ctx.gather([_write_row(ctx, row) for row in ctx.plan.all_rows()], desc="write")
@@ -390,8 +387,8 @@ async def _write_row(ctx: RunContext, row: PlannedRow) -> None:
                secret_scope=row.scope,
                writer_agent=scoped(row.writer_agent, ctx.nonce),
                writer_fleet=scoped(row.writer_fleet, ctx.nonce),
-               memory_id=_field(result.body, "id") if result.status == 201 else None,
-               stored_fleet_id=_field(result.body, "fleet_id") if result.ok else None,
+               memory_id=body_field(result.body, "id") if result.status == 201 else None,
+               stored_fleet_id=body_field(result.body, "fleet_id") if result.ok else None,
                variant_write=row.variant_write)
 
 
@@ -512,7 +509,7 @@ async def _whoami(ctx: RunContext, cred: Credential, trust: int | None,
     ctx.record("whoami", result, expect=("agent_id",),
                credential="agent" if agent else "tenant", trust=trust,
                prober_agent=scoped(agent, ctx.nonce) if agent else None,
-               whoami_agent_id=_field(result.body, "agent_id") if result.ok else None)
+               whoami_agent_id=body_field(result.body, "agent_id") if result.ok else None)
 
 
 async def _provision_all(ctx: RunContext, agents: Sequence[KeyedAgent]) -> dict[str, Credential]:

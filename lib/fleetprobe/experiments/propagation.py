@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from fleetprobe.client import Credential, Result
+from fleetprobe.client import Credential, Result, body_field
 from fleetprobe.plans import rng, salted, scoped
 from fleetprobe.runner import Checker, Experiment, ExperimentParams, Phase, RunContext, register
 
@@ -294,7 +294,7 @@ async def _write_fact(ctx: RunContext, fact: PlannedFact) -> Result:
                writer_agent=scoped(ctx.plan.writer.agent_id, ctx.nonce),
                writer_fleet=scoped(ctx.plan.writer.fleet_id, ctx.nonce),
                canary=wire_canary(fact.canary, ctx.nonce),
-               memory_id=_field(result.body, "id") if result.status == 201 else None)
+               memory_id=body_field(result.body, "id") if result.status == 201 else None)
     return result
 
 
@@ -386,7 +386,7 @@ async def redistribute_subset(ctx: RunContext) -> None:
         target = scoped(case.target_agent, ctx.nonce)
         result = await ctx.client.redistribute(ctx.tenant, [memory_id], target, requester)
         after = await ctx.client.get(ctx.tenant, memory_id)
-        agent_after = _field(after.body, "agent_id") if after.ok else None
+        agent_after = body_field(after.body, "agent_id") if after.ok else None
         ctx.record("redistribute", result, memory_id=memory_id, requester_agent=requester,
                    requester_trust=ctx.params.requester_trust, target_agent=target,
                    relation=case.relation, moved=moved_count(result.body) if result.ok else None,
@@ -406,9 +406,6 @@ async def _ensure_requester_trust(ctx: RunContext, requester: str) -> bool:
                    f"{ctx.params.requester_trust} ({result.error})")
     return False
 
-
-def _field(body: Any, name: str) -> Any:
-    return body.get(name) if isinstance(body, dict) else None
 
 
 # -- checkers: pure functions over recorded responses and events -------------------------

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import Field
 
+from fleetprobe.client import body_field
 from fleetprobe.plans import Fleet, fleets, rng, salted, scoped
 from fleetprobe.runner import (
     Checker,
@@ -141,7 +142,7 @@ async def _write_chain(ctx: RunContext, chain: Chain) -> None:
             "metadata": {"derived_from": parent_id, "chain_id": chain.chain_id,
                          "hop": step.hop, "step": step.step},
         })
-        memory_id = _field(result.body, "id") if result.status == 201 else None
+        memory_id = body_field(result.body, "id") if result.status == 201 else None
         ctx.record("write", result, expect=("id",), chain_id=chain.chain_id,
                    hop=step.hop, step=step.step, writer_expected=writer,
                    memory_id=memory_id, parent_id=parent_id, pacing=pacing)
@@ -169,11 +170,12 @@ async def _walk(ctx: RunContext, chain_id: str, writes: dict[str, dict[str, Any]
         visited.add(memory_id)
         result = await ctx.client.get(ctx.tenant, memory_id)
         planned = writes.get(memory_id, {})
-        parent = _field(_field(result.body, "metadata"), "derived_from") if result.ok else None
+        metadata = body_field(result.body, "metadata") if result.ok else None
+        parent = body_field(metadata, "derived_from")
         ctx.record("walk", result, expect=("agent_id", "metadata"), chain_id=chain_id,
                    hop=planned.get("hop"), memory_id=memory_id,
                    writer_expected=planned.get("writer_expected"),
-                   writer_observed=_field(result.body, "agent_id") if result.ok else None,
+                   writer_observed=body_field(result.body, "agent_id") if result.ok else None,
                    parent_observed=parent)
         memory_id = parent if result.ok else None
 
@@ -234,9 +236,6 @@ def _admitted_writes(events: list[dict[str, Any]]) -> dict[str, dict[str, dict[s
             chains[event["chain_id"]][event["memory_id"]] = event
     return dict(chains)
 
-
-def _field(body: Any, name: str) -> Any:
-    return body.get(name) if isinstance(body, dict) else None
 
 
 @register
