@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from .errors import ApiError
-from .storage import KeyRow, SqliteStorage, now_iso
+from .storage import KeyRow, Storage, now_iso
 
 KEY_PREFIX = "mc_"
 
@@ -51,7 +51,7 @@ class Caller:
 
 
 class KeyRegistry:
-    def __init__(self, storage: SqliteStorage, admin_key: str) -> None:
+    def __init__(self, storage: Storage, admin_key: str) -> None:
         self.storage = storage
         self._admin_hash = hash_key(admin_key)
 

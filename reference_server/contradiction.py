@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 
-from .storage import LIVE_STATUSES, SqliteStorage
+from .storage import LIVE_STATUSES, Storage
 
 log = logging.getLogger("reference_server.contradiction")
 
@@ -45,7 +45,7 @@ def carries_single_valued_triple(subject: object, predicate: str | None,
     return subject is not None and object_value is not None and is_single_valued(predicate)
 
 
-def supersessions_for(storage: SqliteStorage, row: dict) -> list[tuple[str, str]]:
+def supersessions_for(storage: Storage, row: dict) -> list[tuple[str, str]]:
     """(newer_id, older_id) pairs the RDF path establishes for `row`."""
     if row is None or row["deleted_at"] is not None or row["status"] not in LIVE_STATUSES:
         return []
@@ -62,7 +62,7 @@ def supersessions_for(storage: SqliteStorage, row: dict) -> list[tuple[str, str]
 class ContradictionDetector:
     """Drains `detection_jobs` whose due time has come; one background task per server."""
 
-    def __init__(self, storage: SqliteStorage) -> None:
+    def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.wake = asyncio.Event()
         self._task: asyncio.Task | None = None

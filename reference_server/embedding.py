@@ -42,7 +42,7 @@ class HashingEmbedder:
 
     def __init__(self, dim: int = 384) -> None:
         self.dim = dim
-        self._word_vector = lru_cache(maxsize=200_000)(self._make_word_vector)
+        self._word_vector = lru_cache(maxsize=50_000)(self._make_word_vector)
 
     def _make_word_vector(self, word: str) -> np.ndarray:
         seed = int.from_bytes(hashlib.sha256(word.encode("utf-8")).digest()[:8], "little")

@@ -21,7 +21,7 @@ from .errors import ApiError
 from .profiles import Profile
 from .schemas import SearchRequest
 from .scope import SearchScope, Viewer, fleet_read_allowed, search_row_visible
-from .storage import AgentRow, SqliteStorage
+from .storage import AgentRow, Storage
 from .write_pipeline import iso
 
 STATUS_PENALTY = {"outdated": 0.5, "conflicted": 0.5}
@@ -30,7 +30,7 @@ STATUS_PENALTY = {"outdated": 0.5, "conflicted": 0.5}
 @dataclass
 class SearchContext:
     profile: Profile
-    storage: SqliteStorage
+    storage: Storage
     embedder: Embedder
     caller: Caller
     request: SearchRequest
@@ -88,7 +88,7 @@ def score_candidates(ctx: SearchContext) -> None:
     ctx.candidates = _walk(ctx.storage, rowids, sims, ctx.request.tenant_id)
 
 
-def _walk(storage: SqliteStorage, rowids: np.ndarray, sims: np.ndarray,
+def _walk(storage: Storage, rowids: np.ndarray, sims: np.ndarray,
           tenant_id: str, chunk: int = 64) -> Iterator[tuple[dict, float]]:
     for start in range(0, len(rowids), chunk):
         ids = rowids[start:start + chunk].tolist()

@@ -12,13 +12,13 @@ from .embedding import Embedder
 from .latency import LatencySimulator
 from .profiles import Profile
 from .ratelimit import RateLimiter
-from .storage import AgentRow, SqliteStorage
+from .storage import AgentRow, Storage
 
 
 @dataclass
 class ServerState:
     profile: Profile
-    storage: SqliteStorage
+    storage: Storage
     embedder: Embedder
     keys: KeyRegistry
     limiter: RateLimiter

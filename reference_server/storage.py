@@ -182,17 +182,22 @@ class ListFilter:
 
 
 class Storage(Protocol):
-    """What the server needs from a store; SQLite today, PostgreSQL + pgvector later."""
+    """What the server needs from a store; SQLite today, PostgreSQL + pgvector later.
+    Every write method commits before it returns."""
 
+    # tenants, keys, agents
     def create_tenant(self, tenant_id: str) -> bool: ...
     def tenant_exists(self, tenant_id: str) -> bool: ...
     def add_key(self, key_hash: str, row: KeyRow, label: str | None = None) -> None: ...
     def find_key(self, key_hash: str) -> KeyRow | None: ...
     def get_agent(self, tenant_id: str, agent_id: str) -> AgentRow | None: ...
     def upsert_agent(self, agent: AgentRow) -> None: ...
+
+    # memories
     def insert_memory(self, row: dict, embedding: np.ndarray | None,
-                      links: Sequence[tuple[str, str]], detection_due_at: float | None,
-                      idempotency: IdempotencyRecord | None) -> None: ...
+                      links: Sequence[tuple[str, str]] = (), detection_due_at: float | None = None,
+                      idempotency: IdempotencyRecord | None = None) -> None: ...
+    def insert_many(self, rows: Sequence[dict], embeddings: Sequence[np.ndarray]) -> None: ...
     def get_memory(self, tenant_id: str, memory_id: str) -> dict | None: ...
     def memories_by_ids(self, tenant_id: str, ids: Sequence[str]) -> list[dict]: ...
     def find_exact_duplicate(self, tenant_id: str, fleet_id: str | None, agent_id: str,
@@ -204,29 +209,28 @@ class Storage(Protocol):
     def iter_memories(self, flt: ListFilter) -> Iterator[dict]: ...
     def successors_of(self, tenant_id: str, ids: Sequence[str]) -> list[dict]: ...
     def update_memory(self, row: dict, changes: dict[str, Any], embedding: np.ndarray | None,
-                      links: Sequence[tuple[str, str]] | None) -> None:
-        """Column changes (and a new embedding / link set) in one transaction."""
-        values = dict(changes)
-        if "metadata" in values and values["metadata"] is not None:
-            values["metadata"] = json.dumps(values["metadata"])
-        if embedding is not None:
-            values["embedding"] = embedding.astype(np.float32).tobytes()
-        assignments = ", ".join(f"{column} = ?" for column in values)
-        with self._tx() as db:
-            if values:
-                db.execute(f"UPDATE memories SET {assignments} WHERE id = ?",
-                           (*values.values(), row["id"]))
-            if links is not None:
-                db.execute("DELETE FROM memory_entity_links WHERE memory_id = ?", (row["id"],))
-                db.executemany("INSERT OR IGNORE INTO memory_entity_links VALUES (?, ?, ?)",
-                               [(row["id"], eid, role) for eid, role in links])
-        if embedding is not None:
-            self.index.add(row["tenant_id"], row["_rowid"], embedding)
-
+                      links: Sequence[tuple[str, str]] | None) -> None: ...
     def update_status(self, tenant_id: str, memory_id: str, status: str) -> None: ...
     def soft_delete(self, tenant_id: str, memory_id: str) -> None: ...
     def reassign(self, tenant_id: str, memory_ids: Sequence[str], agent_id: str) -> None: ...
-    def record_recalls(self, tenant_id: str, ids: Sequence[str]) -> None: ...
+
+    # contradiction jobs
+    def due_jobs(self, now: float, limit: int = 50) -> list[tuple[str, str]]: ...
+    def next_due_at(self) -> float | None: ...
+    def detection_pending(self, memory_id: str) -> bool: ...
+    def rdf_candidates(self, row: dict) -> list[dict]: ...
+    def complete_detection(self, memory_id: str,
+                           supersessions: Sequence[tuple[str, str]]) -> None: ...
+
+    # entities and idempotency
+    def find_entity(self, tenant_id: str, entity_type: str, canonical_name: str,
+                    fleet_id: str | None) -> dict | None: ...
+    def get_entity(self, tenant_id: str, entity_id: str) -> dict | None: ...
+    def save_entity(self, entity: dict) -> None: ...
+    def entity_links_of(self, memory_ids: Sequence[str]) -> dict[str, list[dict]]: ...
+    def memories_linked_to(self, tenant_id: str, entity_id: str) -> list[dict]: ...
+    def get_idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None: ...
+    def close(self) -> None: ...
 
 
 class VectorIndex:
@@ -507,20 +511,6 @@ class SqliteStorage:
                 "WHERE tenant_id = ? AND id = ?",
                 [(agent_id, tenant_id, mid) for mid in memory_ids])
 
-    def record_recalls(self, tenant_id: str, ids: Sequence[str]) -> None:
-        if not ids:
-            return
-        now = now_iso()
-        with self._tx() as db:
-            db.executemany("UPDATE memories SET recall_count = recall_count + 1, "
-                           "last_recalled_at = ? WHERE tenant_id = ? AND id = ?",
-                           [(now, tenant_id, mid) for mid in ids])
-
-    def count_memories(self, tenant_id: str | None = None) -> int:
-        if tenant_id is None:
-            return self._one("SELECT count(*) FROM memories")[0]
-        return self._one("SELECT count(*) FROM memories WHERE tenant_id = ?", (tenant_id,))[0]
-
     # contradiction detection -------------------------------------------------------------
 
     def due_jobs(self, now: float, limit: int = 50) -> list[tuple[str, str]]:
@@ -535,9 +525,6 @@ class SqliteStorage:
     def detection_pending(self, memory_id: str) -> bool:
         return self._one("SELECT 1 FROM detection_jobs WHERE memory_id = ?",
                          (memory_id,)) is not None
-
-    def pending_detection_count(self) -> int:
-        return self._one("SELECT count(*) FROM detection_jobs")[0]
 
     def rdf_candidates(self, row: dict) -> list[dict]:
         """Live rows of the same tenant and fleet (strict) asserting another object for the

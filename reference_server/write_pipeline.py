@@ -27,7 +27,7 @@ from .latency import LatencySimulator
 from .profiles import Profile
 from .schemas import MemoryFields
 from .serialize import memory_out
-from .storage import LIVE_STATUSES, AgentRow, IdempotencyRecord, SqliteStorage, now_iso
+from .storage import LIVE_STATUSES, AgentRow, IdempotencyRecord, Storage, now_iso
 from .storage import monotonic_due as due_in
 
 STRONG_BY_TYPE = frozenset({"decision", "commitment", "cancellation"})
@@ -54,7 +54,7 @@ class DuplicateError(ApiError):
 @dataclass
 class WriteContext:
     profile: Profile
-    storage: SqliteStorage
+    storage: Storage
     embedder: Embedder
     latency: LatencySimulator | None
     tenant_id: str
