@@ -40,7 +40,9 @@ FROM manifests m FULL OUTER JOIN seen s ON m.run_id = s.run_id;
 CREATE VIEW leakage_probes AS
 SELECT * FROM events WHERE experiment = 'leakage' AND phase = 'probe';
 
--- probes total (planned / executed): distinct (prober, secret) pairs with any answer
+-- probes total (paper: planned 192 / executed 192): distinct (prober, secret) pairs that got
+-- an answer, over the pairs recorded; an interrupted run's shortfall against its plan is in
+-- its manifest (planned vs executed) and its `complete` flag
 CREATE VIEW leakage_probes_executed AS
 SELECT run_id, variant_write, variant_search,
        count(DISTINCT (prober_agent, secret_id)) FILTER (WHERE status IS NOT NULL) AS numerator,
@@ -50,28 +52,28 @@ FROM leakage_probes GROUP BY ALL;
 -- tenant-key GET exposure: expected-deny GET-by-id probes that returned the row
 CREATE VIEW leakage_get_exposure AS
 SELECT run_id, variant_write, variant_search,
-       count(*) FILTER (WHERE leak)         AS numerator,
+       count(*) FILTER (WHERE leak)             AS numerator,
        count(*) FILTER (WHERE leak IS NOT NULL) AS denominator
 FROM leakage_probes WHERE axis = 'get' AND expected = 'deny' GROUP BY ALL;
 
 -- tenant-key GET miss: expected-allow GET-by-id probes that did not return the row
 CREATE VIEW leakage_get_miss AS
 SELECT run_id, variant_write, variant_search,
-       count(*) FILTER (WHERE miss)         AS numerator,
+       count(*) FILTER (WHERE miss)             AS numerator,
        count(*) FILTER (WHERE miss IS NOT NULL) AS denominator
 FROM leakage_probes WHERE axis = 'get' AND expected = 'allow' GROUP BY ALL;
 
 -- search leak: expected-deny search probes whose results carried the secret
 CREATE VIEW leakage_search_leak AS
 SELECT run_id, variant_write, variant_search,
-       count(*) FILTER (WHERE leak)         AS numerator,
+       count(*) FILTER (WHERE leak)             AS numerator,
        count(*) FILTER (WHERE leak IS NOT NULL) AS denominator
 FROM leakage_probes WHERE axis = 'search' AND expected = 'deny' GROUP BY ALL;
 
 -- search miss: expected-allow search probes whose results lacked the secret
 CREATE VIEW leakage_search_miss AS
 SELECT run_id, variant_write, variant_search,
-       count(*) FILTER (WHERE miss)         AS numerator,
+       count(*) FILTER (WHERE miss)             AS numerator,
        count(*) FILTER (WHERE miss IS NOT NULL) AS denominator
 FROM leakage_probes WHERE axis = 'search' AND expected = 'allow' GROUP BY ALL;
 
