@@ -39,6 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--search-rate", type=_rate, help='e.g. "100/minute" (profile default)')
     p.add_argument("--write-rate", type=_rate, help='e.g. "10/second" (profile default)')
     p.add_argument("--bulk-rate", type=_rate, help='e.g. "2/second" (profile default)')
+    p.add_argument("--rate-limit-key", choices=["tenant", "key"],
+                   help="rate-limit bucket: per tenant (the paper) or per API key (MemClaw's code)")
     p.add_argument("--detection-delay", type=float, help="seconds before a contradiction job runs")
     p.add_argument("--latency-model", action="store_true",
                    help="simulate strong-mode enrichment latency (version reports it)")
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     profile = get_profile(args.profile).with_overrides(
         search_rate=args.search_rate, write_rate=args.write_rate, bulk_rate=args.bulk_rate,
-        detection_delay_s=args.detection_delay)
+        detection_delay_s=args.detection_delay, rate_limit_key=args.rate_limit_key)
     admin_key = _secret_from_env("REFSERVER_ADMIN_KEY", "admin key")
     state = build_state(ServerConfig(profile=profile, db_path=args.db, admin_key=admin_key,
                                      latency_model=args.latency_model))

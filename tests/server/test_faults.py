@@ -156,14 +156,20 @@ def test_cli_overrides_and_latency_model(tmp_path) -> None:
     write with the same Idempotency-Key meanwhile gets MemClaw's 409, then a replay."""
     with ReferenceServer(profile="proposed", db_path=tmp_path / "o.db",
                          extra_args=["--search-rate", "30/second", "--write-rate", "5/second",
-                                     "--latency-model"]) as server:
+                                     "--rate-limit-key", "key", "--latency-model"]) as server:
         version = httpx.get(server.base_url + "/api/v1/version").json()
         tenant_id, key = server.create_tenant()
         done, second, replay = asyncio.run(_same_key_twice(server.base_url, key, tenant_id))
+        tenant = Api(server.base_url, key, tenant_id)
+        agent = tenant.provision("own-bucket", "F1")
+        fast = [tenant.write(f"Per-key bucket write {i} of the tenant key", agent_id="k",
+                             write_mode="fast").status_code for i in range(6)]
+        other_key = agent.write("The agent key has its own write bucket", write_mode="fast")
     assert done.status_code == 201
     assert second.status_code == 409
     assert second.json()["detail"] == "Idempotency-Key still in progress; retry shortly"
     assert replay.status_code == 201 and replay.json()["id"] == done.json()["id"]
+    assert fast.count(429) >= 1 and other_key.status_code == 201
     assert version["profile"] == "proposed"
     assert version["rate_limits"] == {"write": "5/second", "search": "30/second",
                                       "bulk": "2/second"}
