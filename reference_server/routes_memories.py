@@ -457,6 +457,12 @@ async def redistribute(body: RedistributeRequest, tenant_id: Annotated[Text, Que
         raise ApiError(403, f"Agent '{agent_id}' requires trust_level >= "
                             f"{profile.redistribute_trust_cross_fleet} for redistribute.")
     requester = requester or AgentRow(tenant_id, agent_id, None, 0)
+    # MemClaw checks the requester's trust before it looks the target up (WIRE.md 2.9), so a
+    # requester below every redistribute rung gets 403 even for an unknown target.
+    lowest_rung = min(profile.redistribute_trust_sibling, profile.redistribute_trust_cross_fleet)
+    if profile.governed and requester.trust_level < lowest_rung:
+        raise ApiError(403, f"Agent '{agent_id}' requires trust_level >= {lowest_rung} for "
+                            "redistribute.")
     target = state.storage.get_agent(tenant_id, body.target_agent_id)
     if target is None:
         raise ApiError(404, f"Target agent '{body.target_agent_id}' not found in tenant "

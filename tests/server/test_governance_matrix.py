@@ -159,3 +159,16 @@ def test_redistribute_matrix(redistribute_tenant: tuple[str, Api], trust: int,
         assert r.status_code == 403, r.text
         assert f"trust_level >= {needed}" in r.json()["detail"]
         assert tenant.get(row["id"]).json()["agent_id"] == requester  # nothing moved
+
+
+def test_redistribute_checks_requester_trust_before_the_target(
+        redistribute_tenant: tuple[str, Api]) -> None:
+    """WIRE.md 2.9 gate order: a requester below every rung is refused (403) before the
+    target is looked up, so an unknown target does not turn the refusal into a 404."""
+    profile, tenant = redistribute_tenant
+    requester = "req-0-order"
+    writer = tenant.provision(requester, "F1", 1)
+    row = writer.write(f"Gate order note {uuid.uuid4().hex[:8]} for the rotation").json()
+    r = tenant.redistribute(requester, [row["id"]], "no-such-agent")
+    lowest_rung = min(REQUIRED_TRUST[profile])
+    assert r.status_code == (404 if lowest_rung <= 1 else 403), r.text
