@@ -157,21 +157,3 @@ def test_traces_hold_no_key(run: Run) -> None:
     for path in run_dir.iterdir():
         assert not KEY_LIKE.search(path.read_text()), f"{path.name} holds something key-shaped"
 
-
-@pytest.mark.notebook
-def test_notebook_runs_on_smoke_params(tmp_path: Path) -> None:
-    papermill = pytest.importorskip("papermill")
-    out = tmp_path / "contradiction.ipynb"
-    papermill.execute_notebook(
-        str(REPO / "notebooks/contradiction.ipynb"), str(out), cwd=str(REPO),
-        parameters={"params_file": "params/smoke/contradiction.yaml",
-                    "overrides": [f"traces_root={tmp_path / 'traces'}"]},
-        progress_bar=False, kernel_name="python3",
-    )
-    (run_dir,) = (tmp_path / "traces").iterdir()
-    assert manifest(run_dir)["complete"] is True
-    cells = json.loads(out.read_text())["cells"]
-    outputs = [o for c in cells if c["cell_type"] == "code" for o in c["outputs"]]
-    assert outputs and not [o for o in outputs if o.get("output_type") == "error"]
-    assert str(run_dir) in out.read_text()
-    assert not KEY_LIKE.search(out.read_text())
