@@ -151,6 +151,27 @@ SELECT run_id,
        count(*)                                           AS denominator
 FROM events WHERE experiment = 'provenance' AND phase = 'write' GROUP BY run_id;
 
+-- writes admitted (2xx) over writes planned in the manifest (paper 200/200). Unlike
+-- provenance_writes_succeeded this counts the writes a chain never sent after a rejection
+-- (the unthrottled ablation); without a planned count, over the writes attempted.
+CREATE VIEW provenance_writes_admitted AS
+WITH written AS (
+    SELECT run_id, count(*) FILTER (WHERE status BETWEEN 200 AND 299) AS admitted,
+           count(*) AS attempted
+    FROM events WHERE experiment = 'provenance' AND phase = 'write' GROUP BY run_id
+)
+SELECT w.run_id, w.admitted AS numerator,
+       greatest(w.attempted,
+                coalesce(TRY_CAST(json_extract_string(r.planned, '$.write') AS BIGINT), 0))
+           AS denominator
+FROM written w JOIN runs r USING (run_id);
+
+-- writes the rate limiter rejected (429 after the client's retries; the unthrottled ablation
+-- does not retry), over writes attempted (paper 8: pacing at 8/s eliminates them)
+CREATE VIEW provenance_rate_limited AS
+SELECT run_id, count(*) FILTER (WHERE status = 429) AS numerator, count(*) AS denominator
+FROM events WHERE experiment = 'provenance' AND phase = 'write' GROUP BY run_id;
+
 -- chain completeness: every planned ancestor reachable by GET (paper 50/50)
 CREATE VIEW provenance_completeness AS
 SELECT run_id, count(*) FILTER (WHERE complete) AS numerator,
@@ -360,6 +381,10 @@ WITH per_metric AS (
     SELECT 'leakage_reprobe_leaks' AS metric, * FROM leakage_reprobe_leaks
     UNION ALL BY NAME
     SELECT 'provenance_writes_succeeded' AS metric, * FROM provenance_writes_succeeded
+    UNION ALL BY NAME
+    SELECT 'provenance_writes_admitted' AS metric, * FROM provenance_writes_admitted
+    UNION ALL BY NAME
+    SELECT 'provenance_rate_limited' AS metric, * FROM provenance_rate_limited
     UNION ALL BY NAME
     SELECT 'provenance_completeness' AS metric, * FROM provenance_completeness
     UNION ALL BY NAME

@@ -27,6 +27,8 @@ PAPER_VALUES = Path(__file__).with_name("paper_values.yaml")
 # Why a run was chosen as canonical (the `basis` column); only the first is a full reproduction.
 PAPER_SCALE, NOT_PAPER_SCALE, INCOMPLETE, SELECTED = (
     "paper scale", "not at paper scale", "incomplete run", "selected")
+# A run's role: its params are the paper's configuration (headline_params), or they differ.
+HEADLINE, ABLATION = "headline", "ablation"
 PROFILES = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "naive")
 
 
@@ -55,6 +57,9 @@ class Results:
         frame = self.con.execute("SELECT * FROM runs ORDER BY run_id").df()
         frame["paper_scale"] = [self._is_paper_scale(r.experiment, r.planned)
                                 for r in frame.itertuples()]
+        frame["differs"] = ["; ".join(self.headline_differences(r.experiment, r.params))
+                            for r in frame.itertuples()]
+        frame["role"] = [ABLATION if d else HEADLINE for d in frame.differs]
         return frame
 
     @cached_property
@@ -81,25 +86,45 @@ class Results:
     @cached_property
     def canonical(self) -> pd.DataFrame:
         """One run per (experiment, profile): a named run where one was selected for it, else
-        the latest complete run at paper scale, falling back to the latest complete run and
-        then the latest run at all (the `basis` column says which rule picked it)."""
+        the latest complete headline run at paper scale, falling back to the latest complete
+        headline run and then the latest headline run at all (the `basis` column says which
+        rule picked it). An ablation run stands for the paper's configuration only when
+        selected; a group with ablation runs alone has no canonical run."""
         runs = self.runs[self.runs.experiment.notna()].copy()
         runs["order"] = runs.started_at.fillna("") + runs.run_id
         picked = [_pick(group, self.selected)
                   for _, group in runs.groupby(["experiment", "profile"], sort=True)]
+        picked = [row for row in picked if row is not None]
         if not picked:
             return runs.drop(columns="order").assign(basis=pd.Series(dtype=str))
         return pd.DataFrame(picked).drop(columns="order").reset_index(drop=True)
 
-    def comparison_runs(self, experiment: str) -> pd.DataFrame:
+    def comparison_runs(self, experiment: str, keep_unselected: bool = False) -> pd.DataFrame:
         """Every run of an experiment a cross-run table should show: the selected ones, else
-        the complete paper-scale runs, else the complete runs, else all runs."""
+        the complete paper-scale runs, else the complete runs, else all runs.
+        `keep_unselected` shows the selected runs beside that default instead of alone."""
         runs = self.runs[self.runs.experiment == experiment]
         chosen = runs.run_id.isin(self.selected)
-        for mask in (chosen, runs.complete & runs.paper_scale, runs.complete):
+        if chosen.any() and not keep_unselected:
+            return runs[chosen]
+        for mask in (runs.complete & runs.paper_scale, runs.complete):
             if mask.any():
-                return runs[mask]
+                return runs[mask | chosen]
         return runs
+
+    def headline_differences(self, experiment: str | None, params: str | None) -> list[str]:
+        """How a run's manifest params differ from the paper's configuration
+        (paper_values.yaml headline_params); empty for a headline run. A param the manifest
+        does not record counts as a difference: the run cannot show it is the paper's setup."""
+        wanted = (self.paper.get("headline_params") or {}).get(experiment or "") or {}
+        recorded = json.loads(params) if params else {}
+        return [_difference(name, rule, recorded) for name, rule in wanted.items()
+                if not _meets(name, rule, recorded)]
+
+    def run_params(self, run_id: str) -> dict[str, Any]:
+        """The resolved params of a run's manifest (empty when it has none)."""
+        params = self.runs.set_index("run_id").params.get(run_id)
+        return json.loads(params) if isinstance(params, str) else {}
 
     def canonical_run(self, experiment: str, profile: str) -> pd.Series | None:
         rows = self.canonical[(self.canonical.experiment == experiment)
@@ -132,6 +157,13 @@ class Results:
         return {k: float(row[k]) for k in ("n", "p50", "p95", "p99", "max")
                 if row[k] is not None and not _isnan(row[k])}
 
+    def reject_reasons(self, run_id: str) -> dict[str, int]:
+        """Rejected contradiction writes by reason, largest first."""
+        admission = self.view("contradiction_admission", [run_id])
+        rejected = admission[admission.outcome != "admitted"]
+        counts = rejected.groupby("outcome").writes.sum().sort_values(ascending=False)
+        return {str(k): int(v) for k, v in counts.items()}
+
     @property
     def headline_variant(self) -> tuple[str, str]:
         v = self.paper.get("headline_variant", {})
@@ -146,12 +178,13 @@ class Results:
         return rows
 
 
-def _pick(group: pd.DataFrame, selected: Sequence[str]) -> pd.Series:
+def _pick(group: pd.DataFrame, selected: Sequence[str]) -> pd.Series | None:
+    headline = group.role == HEADLINE
     rules = (
         (SELECTED, group.run_id.isin(selected)),
-        (PAPER_SCALE, group.complete & group.paper_scale),
-        (NOT_PAPER_SCALE, group.complete),
-        (INCOMPLETE, pd.Series(True, index=group.index)),
+        (PAPER_SCALE, headline & group.complete & group.paper_scale),
+        (NOT_PAPER_SCALE, headline & group.complete),
+        (INCOMPLETE, headline),
     )
     for basis, mask in rules:
         candidates = group[mask]
@@ -159,7 +192,23 @@ def _pick(group: pd.DataFrame, selected: Sequence[str]) -> pd.Series:
             row = candidates.sort_values("order").iloc[-1].copy()
             row["basis"] = basis
             return row
-    raise AssertionError("unreachable: the last rule accepts every run")
+    return None
+
+
+def _meets(name: str, rule: Any, recorded: dict[str, Any]) -> bool:
+    """A rule is a value the param must equal, or {not_null: true}: recorded and not null."""
+    if name not in recorded:
+        return False
+    if isinstance(rule, dict) and rule.get("not_null"):
+        return recorded[name] is not None
+    return recorded[name] == rule
+
+
+def _difference(name: str, rule: Any, recorded: dict[str, Any]) -> str:
+    headline = "not null" if isinstance(rule, dict) and rule.get("not_null") else rule
+    value = "unrecorded" if name not in recorded else (
+        "null" if recorded[name] is None else recorded[name])
+    return f"{name}: {value} (headline: {headline})"
 
 
 def _isnan(value: Any) -> bool:

@@ -39,3 +39,21 @@ def rate(k: int, n: int) -> Rate:
     """k of n as a Rate with its Wilson interval."""
     low, high = wilson(k, n)
     return Rate(int(k), int(n), k / n if n else math.nan, low, high)
+
+
+def fmt_rate(r: Rate | None, with_value: bool = True) -> str:
+    """`k/n = value [low, high]` (or `k/n [low, high]`); `-` when there is no rate."""
+    if r is None:
+        return "-"
+    if r.n == 0:
+        return "0/0"
+    value = f" = {r.value:.3f}" if with_value else ""
+    return f"{r.k}/{r.n}{value} [{r.low:.3f}, {r.high:.3f}]"
+
+
+def fmt_count(r: Rate | None) -> str:
+    return "-" if r is None else f"{r.k}/{r.n}"
+
+
+def fmt_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in counts.items()) or "none"

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from fleetprobe.analysis.results import PAPER_SCALE, Results
-from fleetprobe.analysis.stats import Rate, rate
+from fleetprobe.analysis.stats import Rate, fmt_count, fmt_counts, fmt_rate, rate
 
 REPRODUCED, DIFFERS, NOT_COMPARABLE, NOT_MEASURED = (
     "reproduced", "differs", "not comparable", "not measured")
@@ -39,24 +39,6 @@ class Verdict:
 
 
 # ------------------------------------------------------------------------------ formatting
-
-
-def fmt_rate(r: Rate | None, with_value: bool = True) -> str:
-    """`k/n = value [low, high]` (or `k/n [low, high]`); `-` when there is no rate."""
-    if r is None:
-        return "-"
-    if r.n == 0:
-        return "0/0"
-    value = f" = {r.value:.3f}" if with_value else ""
-    return f"{r.k}/{r.n}{value} [{r.low:.3f}, {r.high:.3f}]"
-
-
-def fmt_count(r: Rate | None) -> str:
-    return "-" if r is None else f"{r.k}/{r.n}"
-
-
-def fmt_counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{name} {n}" for name, n in counts.items()) or "none"
 
 
 def fmt_latency(values: dict[str, float] | None, keys: tuple[str, ...] = ("p50", "p95", "p99"),
@@ -166,7 +148,7 @@ def _judge_admission(results: Results, claim, run, verdict: Verdict) -> Verdict:
     verdict = _judge_rate(results, claim, run, verdict)
     if verdict.status == NOT_MEASURED:
         return verdict
-    reasons = reject_reason_counts(results, run.run_id)
+    reasons = results.reject_reasons(run.run_id)
     dominant = next(iter(reasons), None)
     if dominant != claim["dominant_reason"]:
         verdict.status = DIFFERS
@@ -188,14 +170,6 @@ def _matches(column: pd.Series, wanted: Any) -> pd.Series:
 # ------------------------------------------------------------------------------ context
 
 
-def reject_reason_counts(results: Results, run_id: str) -> dict[str, int]:
-    """Rejected contradiction writes by reason, largest first."""
-    admission = results.view("contradiction_admission", [run_id])
-    rejected = admission[admission.outcome != "admitted"]
-    counts = rejected.groupby("outcome").writes.sum().sort_values(ascending=False)
-    return {str(k): int(v) for k, v in counts.items()}
-
-
 def data_context(results: Results, claim: dict[str, Any], run_id: str) -> list[str]:
     """What the run's data shows beside a differing rate: admission for contradiction
     claims, the other search variants for leakage, failed requests for any run."""
@@ -203,7 +177,7 @@ def data_context(results: Results, claim: dict[str, Any], run_id: str) -> list[s
     if claim["metric"].startswith("contradiction_"):
         admitted = results.measured_rate("contradiction_writes_succeeded", run_id)
         both = results.measured_rate("contradiction_both_admitted", run_id)
-        reasons = reject_reason_counts(results, run_id)
+        reasons = results.reject_reasons(run_id)
         context.append(f"admission: {fmt_count(admitted)} writes admitted, "
                        f"{fmt_count(both)} fact-runs with both admitted, "
                        f"rejections {fmt_counts(reasons)}")
