@@ -16,7 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from fleetprobe.analysis.results import PAPER_SCALE, Results
+from fleetprobe.analysis import ablations
+from fleetprobe.analysis.results import ABLATION, PAPER_SCALE, Results
 from fleetprobe.analysis.stats import Rate, fmt_count, fmt_counts, fmt_rate, rate
 
 REPRODUCED, DIFFERS, NOT_COMPARABLE, NOT_MEASURED = (
@@ -74,13 +75,23 @@ def judge(results: Results, claim: dict[str, Any]) -> Verdict:
     base = Verdict(claim["id"], claim["label"], claim["section"], claim["profile"],
                    paper_text(claim), "-", NOT_MEASURED, "", [])
     if run is None:
-        base.reason = f"no {experiment_of(claim)} run for profile {claim['profile']}"
+        base.reason = _no_run_reason(results, experiment_of(claim), claim["profile"])
         return base
     base.run_ids = [run.run_id]
     judged = JUDGES[claim["kind"]](results, claim, run, base)
     if run.basis != PAPER_SCALE and judged.status != NOT_MEASURED:
         judged.reason = f"{judged.reason}; {run.basis}"
     return judged
+
+
+def _no_run_reason(results: Results, experiment: str, profile: str) -> str:
+    runs = results.runs[(results.runs.experiment == experiment)
+                        & (results.runs.profile == profile)]
+    reason = f"no {experiment} run for profile {profile}"
+    if runs.empty:
+        return reason
+    return (f"{reason} with the paper's configuration (ablation runs only: "
+            f"{', '.join(runs.run_id)}; select one with --run to compare it)")
 
 
 def paper_text(claim: dict[str, Any]) -> str:
@@ -285,7 +296,8 @@ def render_reproduction(results: Results, verdicts: list[Verdict]) -> str:
         "`reproduced` when the paper's and the measured 95% Wilson intervals overlap; "
         "latencies are `not comparable` unless the run's target was live. Each claim is "
         "compared with the canonical run for its experiment and profile "
-        "(latest complete run at paper scale unless runs were selected explicitly).",
+        "(latest complete run at paper scale with the paper's configuration, "
+        "paper_values.yaml `headline_params`, unless runs were selected explicitly).",
         "",
         claims[["claim", "profile", "paper", "measured", "status", "reason", "runs"]]
         .to_markdown(index=False),
@@ -302,13 +314,39 @@ def render_reproduction(results: Results, verdicts: list[Verdict]) -> str:
         "",
         _markdown_or_note(contradiction_admission(results), "no contradiction run in the traces"),
         "",
+        *ablations.pacing_section(ablations.pacing_rows(results)),
+        *ablations.pipeline_ordering_section(ablations.contradiction_rows(results)),
         "## Runs",
         "",
-        _markdown_or_note(results.canonical[["experiment", "profile", "run_id", "target_kind",
-                                             "complete", "basis"]], "no runs in the traces"),
-        "",
+        *runs_section(results),
     ]
     return "\n".join(lines)
+
+
+def runs_section(results: Results) -> list[str]:
+    """The canonical (headline) runs and every ablation run, with what differs; a count of
+    the runs left out (older or smaller runs with the paper's configuration)."""
+    columns = ["experiment", "profile", "role", "run_id", "differs", "target_kind", "complete",
+               "paper_scale", "basis"]
+    canonical = results.canonical.assign(
+        role=[f"{ABLATION} (selected)" if r == ABLATION else "headline"
+              for r in results.canonical.role])
+    others = results.runs[(results.runs.role == ABLATION)
+                          & ~results.runs.run_id.isin(canonical.run_id)].assign(basis="-")
+    shown = pd.concat([canonical, others], ignore_index=True)
+    if shown.empty:
+        return ["_no runs in the traces._", ""]
+    shown["differs"] = shown.differs.replace("", "-")
+    shown = shown.assign(is_ablation=shown.role.str.startswith(ABLATION)).sort_values(
+        ["experiment", "profile", "is_ablation", "run_id"])[columns]
+    lines = ["Headline runs have the paper's configuration (paper_values.yaml "
+             "`headline_params`); ablation runs differ as the `differs` column says.", "",
+             shown.to_markdown(index=False), ""]
+    left_out = len(results.runs) - len(shown)
+    if left_out:
+        lines += [f"{left_out} other run(s) under the traces root (older or smaller runs with "
+                  "the paper's configuration) are not used.", ""]
+    return lines
 
 
 def _hypothesis_conclusion(table: pd.DataFrame) -> str:
