@@ -8,7 +8,7 @@ from fleetprobe.analysis import report
 from fleetprobe.analysis.figures import FIGURES
 
 TABLES = ("table2", "table3", "reprobe", "profiles", "search_leak_hypothesis",
-          "contradiction_admission", "redistribute")
+          "contradiction_admission", "redistribute", "ablation_pacing", "ablation_contradiction")
 
 
 @pytest.fixture(scope="module")

@@ -96,7 +96,7 @@ class Results:
                   for _, group in runs.groupby(["experiment", "profile"], sort=True)]
         picked = [row for row in picked if row is not None]
         if not picked:
-            return runs.drop(columns="order").assign(basis=pd.Series(dtype=str))
+            return runs.iloc[0:0].drop(columns="order").assign(basis=pd.Series(dtype=str))
         return pd.DataFrame(picked).drop(columns="order").reset_index(drop=True)
 
     def comparison_runs(self, experiment: str, keep_unselected: bool = False) -> pd.DataFrame:
