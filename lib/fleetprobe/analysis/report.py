@@ -3,8 +3,9 @@
     python -m fleetprobe report [--traces data/traces] [--out reports] [--run RUN_ID ...]
 
 By default each experiment and profile is represented by its latest complete run at paper
-scale; `--run RUN_ID` (repeatable) makes a named run the canonical one for its experiment and
-profile instead.
+scale with the paper's configuration (paper_values.yaml `headline_params`; runs with other
+knobs are ablations, shown in the ablation tables); `--run RUN_ID` (repeatable) makes a named
+run, ablation or not, the canonical one for its experiment and profile instead.
 """
 
 from __future__ import annotations
