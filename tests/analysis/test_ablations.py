@@ -4,8 +4,11 @@ REPRODUCTION.md sections, on hand-built traces whose answers are known by constr
 from __future__ import annotations
 
 import csv
+import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from fleetprobe.analysis import ablations, report, verdict
 from fleetprobe.analysis.results import Results
@@ -208,3 +211,18 @@ def test_a_value_only_run_without_its_counterpart_says_so(tmp_path):
     rows = ablations.contradiction_rows(Results.load(tmp_path))
     finding = ablations.pipeline_ordering_section(rows)[-2]
     assert finding.endswith("no `proposed` run to compare with.")
+
+
+@pytest.mark.parametrize("experiment", ["provenance", "propagation", "contradiction"])
+def test_the_reference_and_live_params_are_headline_runs(experiment, results):
+    """`make canonical` and the live params must produce runs that can stand for Table 2."""
+    root = Path(__file__).resolve().parents[2] / "params"
+    for target in ("reference", "live"):
+        params = yaml.safe_load((root / target / f"{experiment}.yaml").read_text())
+        assert results.headline_differences(experiment, json.dumps(params)) == [], target
+
+
+def test_runs_section_counts_the_runs_it_leaves_out(results, fixture_traces):
+    lines = verdict.runs_section(results)
+    assert fixture_traces[1]["provenance_small_old"] not in "\n".join(lines)
+    assert "1 other run(s) under the traces root" in lines[-2]
