@@ -226,7 +226,9 @@ def _save(fig, out_dir: Path, name: str, title: str) -> FigureOutput:
     fig.tight_layout()
     paths = [Path(out_dir) / f"{name}.{ext}" for ext in FORMATS]
     for path in paths:
-        fig.savefig(path, dpi=150)
+        # No creation date in the file: the same traces give byte-identical figures.
+        metadata = {"CreationDate": None} if path.suffix == ".pdf" else {"Software": None}
+        fig.savefig(path, dpi=150, metadata=metadata)
     plt.close(fig)
     return FigureOutput(name, title, paths)
 

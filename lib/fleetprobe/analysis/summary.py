@@ -22,9 +22,13 @@ SUMMARY_COLUMNS = ["metric", "numerator", "denominator", "value", "ci_low", "ci_
 PERCENTILES = ("p50", "p95", "p99", "max")
 
 
+# A total order, so the same traces always give byte-identical tables and REPRODUCTION.md.
+STABLE_ORDER = "run_id, metric, variant_write NULLS FIRST, variant_search NULLS FIRST"
+
+
 def rate_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Every rate view in long form with value and Wilson interval."""
-    frame = con.execute("SELECT * FROM rate_metrics ORDER BY run_id, metric").df()
+    frame = con.execute(f"SELECT * FROM rate_metrics ORDER BY {STABLE_ORDER}").df()
     rates = [rate(int(k), int(n)) for k, n in zip(frame.numerator, frame.denominator,
                                                   strict=True)]
     frame["value"] = [r.value for r in rates]
@@ -35,7 +39,7 @@ def rate_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 def latency_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Every latency view in long form (n, p50, p95, p99, max in ms)."""
-    return con.execute("SELECT * FROM latency_metrics ORDER BY run_id, metric").df()
+    return con.execute(f"SELECT * FROM latency_metrics ORDER BY {STABLE_ORDER}").df()
 
 
 def summary_rows(con: duckdb.DuckDBPyConnection) -> list[dict]:
