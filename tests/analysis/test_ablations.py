@@ -215,7 +215,8 @@ def test_a_value_only_run_without_its_counterpart_says_so(tmp_path):
 
 @pytest.mark.parametrize("experiment", ["provenance", "propagation", "contradiction"])
 def test_the_reference_and_live_params_are_headline_runs(experiment, results):
-    """`make canonical` and the live params must produce runs that can stand for Table 2."""
+    """`make reproduce` (params/reference) and the live params must produce runs that can stand
+    for Table 2."""
     root = Path(__file__).resolve().parents[2] / "params"
     for target in ("reference", "live"):
         params = yaml.safe_load((root / target / f"{experiment}.yaml").read_text())
