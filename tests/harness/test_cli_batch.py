@@ -12,7 +12,8 @@ from fleetprobe.batch import read_plan
 from fleetprobe.cli import main
 from fleetprobe.runner import ParamsError
 
-REPO = Path(__file__).resolve().parents[2]
+from .traces import REPO
+
 SMOKE_PROVENANCE = str(REPO / "params/smoke/provenance.yaml")
 
 

@@ -6,8 +6,6 @@ exactly as the CLI and the notebook do; runs are cached per module so each is ma
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,20 +14,13 @@ import pytest
 
 from fleetprobe import load_params, run_experiment
 
-REPO = Path(__file__).resolve().parents[2]
+from .traces import KEY_LIKE, REPO, events, manifest
+
 SMOKE = REPO / "params/smoke/contradiction.yaml"
-KEY_LIKE = re.compile(r"mc_[A-Za-z0-9_-]{20,}")  # the server's keys: mc_ + 43 url-safe chars
 
 Run = Callable[..., Path]
 
 
-def events(run_dir: Path, phase: str) -> list[dict[str, Any]]:
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["phase"] == phase]
-
-
-def manifest(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "manifest.json").read_text())
 
 
 @pytest.fixture(scope="module")

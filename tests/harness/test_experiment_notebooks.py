@@ -4,13 +4,11 @@ reference server the notebook starts, and leaves no key in its output or its tra
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-KEY_LIKE = re.compile(r"mc_[A-Za-z0-9_-]{20,}")  # the server's keys: mc_ + 43 url-safe chars
+from .traces import KEY_LIKE, REPO
 
 # What each executed notebook must show beyond the run directory: names of the metric views
 # it queries, so a notebook that silently stops reporting fails here.

@@ -8,7 +8,6 @@ are derived from the plan (F fleets, K agents), never typed in.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -27,16 +26,11 @@ from fleetprobe import load_params, run_experiment
 from fleetprobe.targets import target_for_server
 from reference_server.process import ReferenceServer, free_port
 
-REPO = Path(__file__).resolve().parents[2]
+from .traces import KEY_LIKE, REPO, events
+
 SMOKE = REPO / "params/smoke/leakage.yaml"
 RAISED_LIMITS = ("--write-rate", "1000/second", "--search-rate", "6000/minute")
-KEY_PATTERN = re.compile(r"mc_[A-Za-z0-9_-]{20,}")
 
-
-def events(run_dir: Path, phase: str, **where: Any) -> list[dict[str, Any]]:
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines)
-            if e["phase"] == phase and all(e[k] == v for k, v in where.items())]
 
 
 def variant(w: str, s: str) -> dict[str, str]:
@@ -84,7 +78,7 @@ def test_no_key_reaches_the_trace(runs: dict[str, SmokeRun]) -> None:
         for path in run.dir.iterdir():
             text = path.read_text()
             assert not any(s in text for s in run.secrets), path
-            assert not KEY_PATTERN.search(text), path  # agent keys included
+            assert not KEY_LIKE.search(text), path  # agent keys included
 
 
 def test_0530_trust1_cross_fleet_get_returns_the_row(runs: dict[str, SmokeRun]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -17,17 +16,11 @@ from fleetprobe import load_params, run_experiment
 from fleetprobe.runner import TargetUnavailable
 from fleetprobe.targets import Target, target_for_server
 
-REPO = Path(__file__).resolve().parents[2]
+from .traces import REPO, events, manifest
+
 SMOKE = REPO / "params/smoke/provenance.yaml"
 
 
-def events(run_dir: Path, phase: str | None = None) -> list[dict[str, Any]]:
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if phase is None or e["phase"] == phase]
-
-
-def manifest(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "manifest.json").read_text())
 
 
 def smoke(traces_root: Path, *overrides: str) -> dict[str, Any]:
