@@ -141,14 +141,19 @@ class RunContext:
         return self.trace.read_events(phase)
 
     def progress(self, items: Iterable[T], desc: str, total: int | None = None) -> Iterable[T]:
-        return tqdm(items, desc=desc, total=total, disable=not self.params.progress,
-                    file=sys.stderr, leave=False)
+        return self._bar(items, desc=desc, total=total)
+
+    def _bar(self, items: Iterable[T] | None = None, **kwargs: Any) -> tqdm:
+        """A progress bar on stderr. Where stderr is no terminal (a notebook kernel, a CI log)
+        it redraws every 10 s rather than several times a second, so an executed notebook
+        keeps a readable handful of progress lines instead of hundreds."""
+        return tqdm(items, disable=not self.params.progress, file=sys.stderr, leave=False,
+                    mininterval=0.1 if sys.stderr.isatty() else 10.0, **kwargs)
 
     async def gather(self, coros: Sequence[Awaitable[T]], desc: str) -> list[T]:
         """Run coroutines concurrently (the client caps in-flight requests); the first
         failure cancels the rest, so a lost target stops the phase at once."""
-        bar = tqdm(total=len(coros), desc=desc, disable=not self.params.progress,
-                   file=sys.stderr, leave=False)
+        bar = self._bar(total=len(coros), desc=desc)
 
         async def tracked(coro: Awaitable[T]) -> T:
             try:
