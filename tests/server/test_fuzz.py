@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -46,10 +46,15 @@ OPERATIONS = [
     ("PATCH", "/api/v1/memories/{memory_id}/status"),
     ("POST", "/api/v1/entities/upsert"),
     ("POST", "/api/v1/memories/redistribute"),
+    ("PATCH", "/api/v1/memories/{memory_id}"),
+    ("DELETE", "/api/v1/memories/{memory_id}"),
+    ("GET", "/api/v1/memories/{memory_id}/contradictions"),
+    ("POST", "/api/v1/recall"),
 ]
 WRITES = {"POST /api/v1/memories", "POST /api/v1/memories/bulk",
           "PATCH /api/v1/memories/{memory_id}/status", "POST /api/v1/entities/upsert",
-          "POST /api/v1/memories/redistribute"}
+          "POST /api/v1/memories/redistribute", "PATCH /api/v1/memories/{memory_id}",
+          "DELETE /api/v1/memories/{memory_id}"}
 # Success bodies MemClaw's broker contract names (beyond what the broker maps by path).
 BROKER_BODIES = {("POST /api/v1/memories", 201): "MemoryOut"}
 
@@ -88,7 +93,6 @@ class Target:
     foreign_tenant_id: str
     agent_id: str
     agent_key: str
-    memory_ids: list[str] = field(default_factory=list)
 
     @property
     def base_url(self) -> str:
@@ -105,21 +109,28 @@ class Target:
         return headers, tenant
 
 
-def seed_tenant(base_url: str, tenant_id: str, key: str) -> tuple[str, str, list[str]]:
-    """A trusted agent and a few rows, so by-id operations sometimes hit something real."""
-    with httpx.Client(base_url=base_url + "/api/v1", headers={"X-API-Key": key}) as http:
-        r = http.post("/admin/agent-keys/provision",
-                      json={"agent_id": "fuzz-lead", "initial_trust": 3, "initial_fleet": "F1"})
+def provision_lead(base_url: str, key: str) -> tuple[str, str]:
+    """A trusted (trust 3) agent of the tenant, home fleet F1, and its key."""
+    r = httpx.post(base_url + "/api/v1/admin/agent-keys/provision", headers={"X-API-Key": key},
+                   json={"agent_id": "fuzz-lead", "initial_trust": 3, "initial_fleet": "F1"})
+    assert r.status_code == 201, r.text
+    return "fuzz-lead", r.json()["raw_key"]
+
+
+def seed_rows(target: Target, label: str) -> list[str]:
+    """Fresh rows for one operation's run, so by-id cases can hit something real whatever
+    earlier runs patched, moved or deleted."""
+    ids = []
+    for n, fleet in enumerate(["F1", "F1", "F2"]):
+        r = httpx.post(target.base_url + "/api/v1/memories",
+                       headers={"X-API-Key": target.tenant_key},
+                       json={"tenant_id": target.tenant_id, "agent_id": f"seed-{n}",
+                             "fleet_id": fleet,
+                             "content": f"Seed row {n} for {label} about the {fleet} deploy "
+                                        "window and its pager rota"})
         assert r.status_code == 201, r.text
-        agent_key = r.json()["raw_key"]
-        ids = []
-        for n, fleet in enumerate(["F1", "F1", "F2"]):
-            w = http.post("/memories", json={
-                "tenant_id": tenant_id, "agent_id": f"seed-{n}", "fleet_id": fleet,
-                "content": f"Seed row {n} about the {fleet} deploy window and its pager rota"})
-            assert w.status_code == 201, w.text
-            ids.append(w.json()["id"])
-    return "fuzz-lead", agent_key, ids
+        ids.append(r.json()["id"])
+    return ids
 
 
 @pytest.fixture(scope="module")
@@ -127,11 +138,11 @@ def target() -> Iterator[Target]:
     with ReferenceServer(profile=PROFILE, extra_args=SERVER_ARGS) as server:
         tenant_id, key = server.create_tenant()
         foreign_tenant_id, _ = server.create_tenant()
-        agent_id, agent_key, ids = seed_tenant(server.base_url, tenant_id, key)
+        agent_id, agent_key = provision_lead(server.base_url, key)
         schema = schemathesis.openapi.from_url(server.base_url + "/api/openapi.json")
         with requests.Session() as session:
             yield Target(server, schema, session, tenant_id, key, foreign_tenant_id,
-                         agent_id, agent_key, ids)
+                         agent_id, agent_key)
         log = server.log_tail(100_000)
         assert "Traceback" not in log, log  # no handler crashed on any generated input
 
@@ -170,10 +181,11 @@ def aim(case: Any, target: Target, tenant_id: str, kind: str) -> None:
         case.body["agent_id"] = target.agent_id  # an agent key may only write as itself
 
 
-def reach_handler(case: Any, target: Target, kind: str, draw: Any) -> None:
+def reach_handler(case: Any, target: Target, kind: str, rows: list[str], draw: Any) -> None:
     """Fill in what MemClaw requires beyond the schema (a tenant key names its agent, content
-    has 10 non-blank chars, a bulk attempt id is in its alphabet, a status body names a
-    status, redistribute names a trusted requester and live rows) and aim at a real row, so
+    has 10 non-blank chars, an update changes something, a bulk attempt id is in its
+    alphabet, a status body names a status, redistribute names a trusted requester and live
+    rows) and aim at a real row, so
     generated values reach the handlers' deeper paths and their success responses get
     checked too."""
     path = case.operation.path
@@ -185,8 +197,10 @@ def reach_handler(case: Any, target: Target, kind: str, draw: Any) -> None:
         for item in [body, *(items if isinstance(items, list) else [])]:
             if isinstance(item, dict) and isinstance(item.get("content"), str):
                 item["content"] = item["content"][:9000] + " noted about the deploy window"
+        if path == "/api/v1/memories/{memory_id}" and case.method == "PATCH":
+            body.setdefault("title", draw(st.text(min_size=1, max_size=80)))  # not empty
         if path.endswith("/redistribute"):
-            body["memory_ids"] = draw(st.lists(st.sampled_from(target.memory_ids), min_size=1))
+            body["memory_ids"] = draw(st.lists(st.sampled_from(rows), min_size=1))
             body["target_agent_id"] = draw(st.sampled_from(["seed-0", "seed-2", target.agent_id]))
     if path.endswith("/bulk"):  # MemClaw's attempt-id alphabet, which the schema leaves out
         case.headers = {**(case.headers or {}), "X-Bulk-Attempt-Id": draw(ATTEMPT_IDS)}
@@ -195,7 +209,7 @@ def reach_handler(case: Any, target: Target, kind: str, draw: Any) -> None:
     if path.endswith("/redistribute"):
         case.query = {**(case.query or {}), "agent_id": target.agent_id}
     if case.path_parameters and "memory_id" in case.path_parameters:
-        case.path_parameters["memory_id"] = draw(st.sampled_from(target.memory_ids))
+        case.path_parameters["memory_id"] = draw(st.sampled_from(rows))
 
 
 def assert_envelope(response: requests.Response) -> None:
@@ -228,6 +242,7 @@ def test_generated_requests_keep_the_wire_contract(target: Target, method: str, 
                                                    mode: GenerationMode) -> None:
     op_key = f"{method} {path}"
     operation = target.schema[path][method]
+    rows = seed_rows(target, f"{op_key} {mode.value}")
 
     @seed(SEED)
     @settings(max_examples=EXAMPLES[mode], deadline=None, database=None,
@@ -237,7 +252,7 @@ def test_generated_requests_keep_the_wire_contract(target: Target, method: str, 
         headers, tenant_id = target.credential(kind)
         aim(case, target, tenant_id, kind)
         if mode is GenerationMode.POSITIVE and data.draw(REACH_HANDLER, label="reach handler"):
-            reach_handler(case, target, kind, data.draw)
+            reach_handler(case, target, kind, rows, data.draw)
         before = store_snapshot(target) if op_key in WRITES else None
         response = send(target, case, headers)
         status = response.status_code
