@@ -57,6 +57,20 @@ WRITES = {"POST /api/v1/memories", "POST /api/v1/memories/bulk",
           "DELETE /api/v1/memories/{memory_id}"}
 # Success bodies MemClaw's broker contract names (beyond what the broker maps by path).
 BROKER_BODIES = {("POST /api/v1/memories", 201): "MemoryOut"}
+# Keys WIRE.md gives the success bodies the broker contract leaves out (sections 2.4, 2.6, 2.9,
+# 2.10; recall: reference_server/README.md, as MemClaw's summary object is unspecified).
+WIRE_BODY_KEYS = {
+    "GET /api/v1/memories/{memory_id}/contradictions": {
+        "memory_id", "status", "superseded_by", "superseded_memories", "detection_status",
+        "contradictions"},
+    "PATCH /api/v1/memories/{memory_id}/status": {"memory_id", "old_status", "new_status"},
+    "POST /api/v1/memories/redistribute": {"moved", "promoted", "skipped", "errors",
+                                           "redistribute_ms"},
+    "POST /api/v1/entities/upsert": {"id", "tenant_id", "fleet_id", "entity_type",
+                                     "canonical_name", "attributes", "linked_memories",
+                                     "relations"},
+    "POST /api/v1/recall": {"summary", "summarizer", "memory_count", "memories"},
+}
 
 ATTEMPT_IDS = st.from_regex(r"[A-Za-z0-9._:-]{1,128}", fullmatch=True)
 # MemClaw registers an unknown writer before its write pipeline runs (WIRE.md 2.1, order of
@@ -229,6 +243,9 @@ def assert_success_body(case: Any, response: requests.Response, op_key: str) -> 
     name = ref.rsplit("/", 1)[-1] if ref else BROKER_BODIES.get((op_key, response.status_code))
     if name:
         check(response.json(), name)
+    if op_key in WIRE_BODY_KEYS:
+        missing = WIRE_BODY_KEYS[op_key] - set(response.json())
+        assert not missing, f"{op_key} {response.status_code} lacks {missing}: {response.text}"
 
 
 def send(target: Target, case: Any, headers: dict[str, str]) -> requests.Response:
