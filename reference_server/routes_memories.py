@@ -206,11 +206,17 @@ def _viewer(state: ServerState, caller: Caller, agent_id: str | None = None) -> 
     return scope.Viewer(ident, state.storage.get_agent(caller.tenant_id, ident))
 
 
-def _readable_row(state: ServerState, caller: Caller, tenant_id: str, memory_id: UUID) -> dict:
-    caller.enforce_readable_tenant(tenant_id)
+def _live_row(state: ServerState, tenant_id: str, memory_id: UUID) -> dict:
+    """The tenant's row, or 404 when it is absent, soft-deleted or another tenant's."""
     row = state.storage.get_memory(tenant_id, str(memory_id))
     if row is None or row["deleted_at"] is not None:
         raise ApiError(404, "Memory not found")
+    return row
+
+
+def _readable_row(state: ServerState, caller: Caller, tenant_id: str, memory_id: UUID) -> dict:
+    caller.enforce_readable_tenant(tenant_id)
+    row = _live_row(state, tenant_id, memory_id)
     if not scope.byid_read_allowed(state.profile, _viewer(state, caller), row):
         raise ApiError(404, "Memory not found")  # never 403: existence is not disclosed
     return row
@@ -277,9 +283,7 @@ async def patch_status(memory_id: UUID, tenant_id: Annotated[Text, Query()],
     status = body.get("status")
     if status not in STATUSES:
         raise ApiError(400, "Invalid status. Must be one of: " + ", ".join(STATUSES))
-    row = state.storage.get_memory(tenant_id, str(memory_id))
-    if row is None or row["deleted_at"] is not None:
-        raise ApiError(404, "Memory not found")
+    row = _live_row(state, tenant_id, memory_id)
     viewer = _viewer(state, caller)
     if not scope.row_access_allowed(state.profile, viewer, row, write=True):
         raise ApiError(403, f"Agent '{viewer.agent_id}' cannot modify memory in fleet "
@@ -305,9 +309,7 @@ async def update_memory(memory_id: UUID, body: MemoryUpdate,
     if body.memory_type in RESERVED_MEMORY_TYPES:
         raise ApiError(422, f"memory_type='{body.memory_type}' is server-reserved and cannot "
                             "be supplied on writes. It is produced by the server.")
-    row = state.storage.get_memory(tenant_id, str(memory_id))
-    if row is None or row["deleted_at"] is not None:
-        raise ApiError(404, "Memory not found")
+    row = _live_row(state, tenant_id, memory_id)
     denial = scope.update_denial(state.profile, _viewer(state, caller, agent_id), row)
     if denial:
         raise ApiError(403, denial)
@@ -351,9 +353,7 @@ async def delete_memory(memory_id: UUID, tenant_id: Annotated[Text, Query()],
                         caller: CallerDep, state: StateDep,
                         agent_id: Annotated[Text | None, Query()] = None) -> Response:
     caller.enforce_tenant(tenant_id)
-    row = state.storage.get_memory(tenant_id, str(memory_id))
-    if row is None or row["deleted_at"] is not None:
-        raise ApiError(404, "Memory not found")
+    row = _live_row(state, tenant_id, memory_id)
     denial = scope.delete_denial(state.profile, _viewer(state, caller, agent_id), row)
     if denial:
         raise ApiError(403, denial)
