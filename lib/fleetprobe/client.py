@@ -130,6 +130,7 @@ class MemClawClient:
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self.pacers = PacerSet(pacing)
+        self._tenant_pacers: dict[str, PacerSet] = {}
         self._slots = asyncio.Semaphore(max_concurrency)
         self._secrets: set[str] = set()
         self._http = httpx.AsyncClient(
@@ -147,6 +148,11 @@ class MemClawClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    def pace_separately(self, tenant_id: str) -> None:
+        """Give one tenant pacers of its own: the paper's rate limits are per tenant, so
+        work spread over several tenants may go at the full rate in each."""
+        self._tenant_pacers.setdefault(tenant_id, self.pacers.fresh())
 
     def remember_secret(self, secret: str | None) -> None:
         if secret:
@@ -182,7 +188,8 @@ class MemClawClient:
         async def attempt() -> Result:
             nonlocal attempts
             attempts += 1
-            await self.pacers.acquire(request_class)
+            pacers = self._tenant_pacers.get(cred.tenant_id) if cred is not None else None
+            await (pacers or self.pacers).acquire(request_class)
             async with self._slots:
                 return await self._send_once(op, method, url, json, params, hdrs, attempts)
 

@@ -9,13 +9,14 @@ run cannot remove data it did not write.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from fleetprobe.client import Credential, MemClawClient
 
@@ -23,6 +24,9 @@ ENV_URL = "MEMCLAW_API_URL"
 ENV_KEY = "MEMCLAW_API_KEY"
 ENV_TENANT = "MEMCLAW_TENANT_ID"
 DEFAULT_PROFILE = "memclaw-2026-05-30"
+# Set by `fleetprobe reproduce --fast`: servers already running, keyed by the target params
+# they serve, that runs share (each in a fresh tenant) instead of starting their own.
+ENV_SHARED_SERVERS = "FLEETPROBE_SHARED_SERVERS"
 
 
 class TargetError(RuntimeError):
@@ -42,6 +46,22 @@ class TargetParams(BaseModel):
     # live only: `key` = X-API-Key; `headers` = self-hosted MemClaw without a gateway
     auth: Literal["key", "headers"] = "key"
 
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, value: str, info: ValidationInfo) -> str:
+        """A profile the bundled server does not have fails here, in one line, before any
+        server starts (a live target reports its own profile, so any name passes there)."""
+        if info.data.get("kind") != "reference":
+            return value
+        try:
+            from reference_server.profiles import PROFILES
+        except ImportError:
+            return value
+        if value not in PROFILES:
+            raise ValueError(f"unknown profile {value!r}; the bundled server has "
+                             f"{', '.join(sorted(PROFILES))}")
+        return value
+
 
 @dataclass
 class Target:
@@ -55,6 +75,15 @@ class Target:
     info: dict[str, Any] = field(default_factory=dict)
     server: Any = None  # the ReferenceServer when kind == "reference"
 
+    def extra_tenant(self) -> Credential | None:
+        """A further fresh tenant on the same endpoint, where the target can make one (the
+        bundled server); None for a live target, which has the one tenant it was given."""
+        if self.server is None or not hasattr(self.server, "create_tenant"):
+            return None
+        tenant_id, raw_key = self.server.create_tenant()
+        self.secrets = self.secrets | {raw_key}
+        return Credential(kind="tenant", tenant_id=tenant_id, key=raw_key)
+
     def manifest_entry(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
@@ -63,6 +92,7 @@ class Target:
             "server_version": self.info.get("version"),
             "server_profile": self.info.get("profile"),
             "latency_simulated": self.info.get("latency_simulated"),
+            "server_shared": bool(getattr(self.server, "shared", False)),
         }
 
 
@@ -77,19 +107,37 @@ def open_target(params: TargetParams) -> Iterator[Target]:
 
 @contextmanager
 def reference_target(params: TargetParams) -> Iterator[Target]:
+    shared = json.loads(os.environ.get(ENV_SHARED_SERVERS) or "{}").get(
+        params.model_dump_json())
     try:
-        from reference_server.process import ReferenceServer
+        from reference_server.process import (
+            ReferenceServer,
+            ReferenceServerError,
+            RunningServer,
+        )
     except ImportError as exc:
         raise TargetError(
             f"the bundled reference server is not importable ({exc}); install the kit with "
             "`pip install -e .` or use a live target"
         ) from exc
+    if shared:
+        running = RunningServer(shared["base_url"], shared["admin_key"], params.profile)
+        try:
+            target = target_for_server(running, params.profile)
+        except (ReferenceServerError, OSError) as exc:
+            raise TargetError(f"the shared server at {running.base_url}: {exc}") from exc
+        yield target
+        return
     extra: list[str] = []
     if params.write_rate:
         extra += ["--write-rate", params.write_rate]
     if params.search_rate:
         extra += ["--search-rate", params.search_rate]
-    with ReferenceServer(profile=params.profile, extra_args=tuple(extra)) as server:
+    try:
+        server = ReferenceServer(profile=params.profile, extra_args=tuple(extra)).start()
+    except ReferenceServerError as exc:
+        raise TargetError(str(exc)) from exc
+    with server:
         yield target_for_server(server, params.profile)
 
 

@@ -48,6 +48,6 @@ def test_live_run_with_a_wrong_key_says_so_and_keeps_an_incomplete_manifest(
     assert done.returncode == 1
     assert "rejected the credential" in done.stderr
     assert "mc_not_a_real_key" not in done.stderr
-    manifests = [manifest(d) for d in tmp_path.iterdir()]
+    manifests = [manifest(d) for d in (tmp_path / "_failed").iterdir()]
     assert manifests and all(m["complete"] is False and m["incomplete_reason"]
                              for m in manifests)

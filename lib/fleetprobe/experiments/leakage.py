@@ -6,8 +6,10 @@ Three probe families, each judged only from what the server returned:
   agent-scoped secret (canary in metadata, distinct prose); every agent probes every secret
   by search (its fleet in `fleet_ids`, query = the secret's prose) and by GET-by-id, with
   the tenant key. Run once per search-leak hypothesis variant (`variant_write` x
-  `variant_search`, `shared/memclaw/SEARCH-LEAK.md` sections 3 and 5.10), each variant in a
-  fleet namespace of its own so variants cannot see each other's secrets through scope.
+  `variant_search`, docs/search-leak.md), each variant in a fleet namespace of its own so
+  variants cannot see each other's secrets through scope, and (`variant_tenants`, where the
+  target can create tenants) in a tenant of its own, so the variants run side by side, each
+  within the paper's per-tenant rate limits, instead of one after another.
 - Table 3 (`agent_probe`): agent keys self-provisioned at trust 1 and 2 in fleet-0 GET a
   fleet-1 row, plus the trust-1 same-fleet control and the tenant key.
 - remediation re-probe (`reprobe`, paper 9.1): per fleet a trust-1 and a trust-2 agent key,
@@ -103,6 +105,9 @@ class LeakageParams(ExperimentParams):
     reprobe_fleets: int = Field(4, ge=2)
     reprobe_rows_per_fleet: int = Field(3, ge=1)
     settle_s: float = Field(1.0, ge=0, description="wait between the writes and the probes")
+    # Each variant after the first in a fresh tenant of its own (rate limits are per tenant);
+    # a target that cannot create tenants (live) runs every variant in its one tenant.
+    variant_tenants: bool = True
 
     @field_validator("variants")
     @classmethod
@@ -368,6 +373,31 @@ def canary_for(row_id: str, nonce: str) -> str:
 
 
 
+async def open_tenants(ctx: RunContext) -> None:
+    """One tenant per variant block (the first is the run's own), recorded in the manifest."""
+    tenants = [ctx.tenant]
+    for _ in ctx.plan.blocks[1:]:
+        extra = await asyncio.to_thread(ctx.target.extra_tenant) if (
+            ctx.params.variant_tenants) else None
+        if extra is None:
+            break
+        ctx.client.pace_separately(extra.tenant_id)
+        tenants.append(extra)
+    ctx.state["block_tenants"] = {
+        block_index: tenants[block_index] if block_index < len(tenants) else ctx.tenant
+        for block_index in range(len(ctx.plan.blocks))}
+    ctx.state["row_tenants"] = {row.row_id: ctx.state["block_tenants"][i]
+                                for i, block in enumerate(ctx.plan.blocks) for row in block.rows}
+    ctx.trace.add_secrets(ctx.target.secrets)
+    ctx.trace.manifest.target["variant_tenant_ids"] = [
+        ctx.state["block_tenants"][i].tenant_id for i in range(len(ctx.plan.blocks))]
+    ctx.trace.write_manifest()
+
+
+def _tenant_of_row(ctx: RunContext, row_id: str) -> Credential:
+    return ctx.state.get("row_tenants", {}).get(row_id, ctx.tenant)
+
+
 async def write_rows(ctx: RunContext) -> None:
     await ctx.gather([_write_row(ctx, row) for row in ctx.plan.all_rows()], desc="write")
 
@@ -382,7 +412,7 @@ async def _write_row(ctx: RunContext, row: PlannedRow) -> None:
     }
     if row.variant_write == "fleet_id":
         memory["fleet_id"] = scoped(row.writer_fleet, ctx.nonce)
-    result = await ctx.client.write(ctx.tenant, memory)
+    result = await ctx.client.write(_tenant_of_row(ctx, row.row_id), memory)
     ctx.record("write", result, expect=("id", "fleet_id"), secret_id=row.row_id,
                secret_scope=row.scope,
                writer_agent=scoped(row.writer_agent, ctx.nonce),
@@ -444,7 +474,7 @@ def _record_probe(ctx: RunContext, phase: str, result: Result, returned: bool | 
 
 async def _get_probe(ctx: RunContext, block: VariantBlock, probe: BulkProbe,
                      memory_id: str) -> None:
-    result = await ctx.client.get(ctx.tenant, memory_id)
+    result = await ctx.client.get(_tenant_of_row(ctx, probe.row_id), memory_id)
     canary = canary_for(probe.row_id, ctx.nonce)
     returned = get_returned(result.status, result.body, memory_id, canary) if answered(
         result) else None
@@ -472,7 +502,7 @@ async def _search_probe(ctx: RunContext, block: VariantBlock, probe: BulkProbe,
     body = search_body(scoped(probe.prober_fleet, ctx.nonce), block.variant_search,
                        salted(row.content, ctx.nonce), ctx.params.search_top_k,
                        prober if ctx.params.search_filter_agent_id else None)
-    result = await ctx.client.search(ctx.tenant, body)
+    result = await ctx.client.search(_tenant_of_row(ctx, probe.row_id), body)
     canary = canary_for(probe.row_id, ctx.nonce)
     returned = search_returned(result.body, memory_id, canary) if answered(result) else None
     fields = _probe_fields(ctx, block, probe)
@@ -563,7 +593,7 @@ class Leakage(Experiment):
         return plan.planned_counts()
 
     def phases(self) -> list[Phase]:
-        return [write_rows, settle, bulk_probes, agent_probes]
+        return [open_tenants, write_rows, settle, bulk_probes, agent_probes]
 
     def checkers(self) -> list[Checker]:
         # leak/miss are judged per probe by `judge` from the observed `returned` as each
