@@ -44,6 +44,28 @@ def execute(source: str | Path, output: str | Path, parameters: dict[str, Any] |
             log_output=False, cwd=str(cwd) if cwd else None,
             kernel_manager_class=f"{__name__}.IPCKernelManager",
         )
+    strip_timings(Path(output))
+
+
+VOLATILE = ("start_time", "end_time", "duration")
+
+
+def strip_timings(path: Path) -> None:
+    """Drop papermill's wall-clock metadata so that the same inputs give the same bytes
+    (`make report` on a clean clone leaves `git diff` empty)."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    for holder in [nb.metadata, *(cell.metadata for cell in nb.cells)]:
+        timing = holder.get("papermill")
+        if isinstance(timing, dict):
+            for key in VOLATILE:
+                timing.pop(key, None)
+        holder.pop("execution", None)
+    for cell in nb.cells:  # papermill gives the cell it injects a random id
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell["id"] = "injected-parameters"
+    nbformat.write(nb, str(path))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

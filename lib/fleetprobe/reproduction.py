@@ -45,7 +45,7 @@ from fleetprobe.batch import (
     with_retry,
 )
 from fleetprobe.runner import FAILED_DIR, ParamsError
-from fleetprobe.trace import git_commit
+from fleetprobe.trace import ENV_RUN_ID_REGISTRY, git_commit
 
 REPRODUCTIONS = Path("data/reproductions")
 CANONICAL = Path("data/traces")
@@ -145,6 +145,7 @@ def _attempt(directory: Path, run: PlannedRun, fast: bool, env: dict[str, str],
     shutil.rmtree(work, ignore_errors=True)
     command = run.command([f"traces_root={work}", "progress=false"], fast)
     log = directory / "logs" / f"{run.key}.attempt{n}.log"
+    env = {**env, ENV_RUN_ID_REGISTRY: str(directory / "run-ids")}
     code, last, output = run_process(command, log, env)
     made = sorted(p for p in work.glob("*") if p.is_dir() and p.name != FAILED_DIR)
     complete = [p for p in made if _complete(p)]
@@ -211,22 +212,19 @@ def run_plan(directory: Path, plan: Plan, fast: bool, jobs: int) -> bool:
     return bool(record["complete"])
 
 
-def build_outputs(directory: Path, plan: Plan, out_dir: Path, jobs: int) -> int:
-    """The executed experiment notebooks of the plan's `notebook: true` runs, then the report
-    notebook over this reproduction's runs only, side by side."""
-    record = read_record(directory) or {}
-    runs_dir = directory / "runs"
-    jobs_list: list[tuple[str, list[str]]] = []
-    for run in plan.runs:
-        state = record.get("runs", {}).get(run.key, {})
-        source = Path("notebooks") / f"{run.experiment}.ipynb"
-        if run.notebook and state.get("run_id") and source.is_file():
-            jobs_list.append((run.experiment, [
-                str(source), str(out_dir / source.name),
-                "-p", "run_dir", str(runs_dir / state["run_id"])]))
-    jobs_list.append(("report", ["notebooks/report.ipynb", str(out_dir / "report.ipynb"),
-                                 "-p", "traces_root", str(runs_dir), "-p", "out_dir",
-                                 str(out_dir)]))
+def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path,
+                      jobs: int) -> list[tuple[str, str]]:
+    """`notebooks/<experiment>.ipynb` on each shown run and the report notebook over
+    `traces_root`, side by side, into `out_dir`; the (name, output) of each that failed."""
+    items: list[tuple[str, list[str]]] = []
+    for experiment, run_dir in sorted(shown.items()):
+        source = Path("notebooks") / f"{experiment}.ipynb"
+        if source.is_file():
+            items.append((experiment, [str(source), str(out_dir / source.name),
+                                       "-p", "run_dir", str(run_dir)]))
+    items.append(("report", ["notebooks/report.ipynb", str(out_dir / "report.ipynb"),
+                             "-p", "traces_root", str(traces_root), "-p", "out_dir",
+                             str(out_dir)]))
 
     def execute(item: tuple[str, list[str]]) -> tuple[str, int, str]:
         name, args = item
@@ -234,20 +232,45 @@ def build_outputs(directory: Path, plan: Plan, out_dir: Path, jobs: int) -> int:
         return name, code, output
 
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=max(1, min(jobs, os.cpu_count() or 1) + 1)) as pool:
-        results = list(pool.map(execute, jobs_list))
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, (os.cpu_count() or 1) + 1))) as pool:
+        results = list(pool.map(execute, items))
     bad = [(name, output) for name, code, output in results if code != 0]
     for name, output in bad:
         print(f"FAILED  notebook {name}:\n{output.strip()}", flush=True)
+    print(f"notebooks: {len(results) - len(bad)} executed into {out_dir}/ in "
+          f"{time.monotonic() - started:.0f} s" + (f", {len(bad)} failed" if bad else ""),
+          flush=True)
+    return bad
+
+
+def build_outputs(directory: Path, plan: Plan, out_dir: Path, jobs: int) -> int:
+    """The executed experiment notebooks of the plan's `notebook: true` runs, then the report
+    notebook over this reproduction's runs only."""
+    record = read_record(directory) or {}
+    runs_dir = directory / "runs"
+    shown = {}
+    for run in plan.runs:
+        state = record.get("runs", {}).get(run.key, {})
+        if run.notebook and state.get("run_id"):
+            shown[run.experiment] = runs_dir / state["run_id"]
+    bad = execute_notebooks(shown, runs_dir, out_dir, jobs)
     if not bad:
         page = out_dir / "REPRODUCTION.md"
         if page.is_file():
             shutil.copyfile(page, directory / "REPRODUCTION.md")
         record["report"] = {"out_dir": str(out_dir), "built_at": _now()}
         _write_json(directory / RECORD, record)
-    print(f"notebooks: {len(results) - len(bad)} executed into {out_dir}/ in "
-          f"{time.monotonic() - started:.0f} s" + (f", {len(bad)} failed" if bad else ""),
-          flush=True)
+    return 1 if bad else 0
+
+
+def canonical_notebooks(traces: Path = CANONICAL, out_dir: Path = Path("reports")) -> int:
+    """`make notebooks`: the executed experiment notebooks from the committed canonical runs
+    (the runs canonical.json names for them), and the report."""
+    index_path = traces / INDEX
+    index = json.loads(index_path.read_text()) if index_path.is_file() else {"plans": {}}
+    shown = {experiment: traces / run_id for plan in index["plans"].values()
+             for experiment, run_id in (plan.get("notebooks") or {}).items()}
+    bad = execute_notebooks(shown, traces, out_dir, default_jobs(fast=True))
     return 1 if bad else 0
 
 
@@ -309,6 +332,9 @@ def promote(directory: str | Path, canonical: Path = CANONICAL, allow_fast: bool
     else:  # runs committed before the index existed belong to no other plan
         claimed = {r for p in plans.values() for r in p["runs"]}
         old = {d.name for d in canonical.iterdir() if d.is_dir() and d.name not in claimed}
+    clash = sorted(n for n in new_runs if (canonical / n).exists() and n not in old)
+    if clash:
+        raise ParamsError(f"{', '.join(clash)} already in {canonical} for another plan")
     for name in sorted(old):
         shutil.rmtree(canonical / name, ignore_errors=True)
     for name in new_runs:
@@ -320,10 +346,26 @@ def promote(directory: str | Path, canonical: Path = CANONICAL, allow_fast: bool
                 (target / "events.jsonl.gz").write_bytes(gzip_bytes(item.read_bytes()))
             else:
                 shutil.copyfile(item, target / item.name)
+    notebooks = {s["experiment"]: s["run_id"] for s in record["runs"].values()
+                 if s.get("notebook") and s.get("status") == "ok"}
     plans[plan] = {"reproduction": directory.name, "plan_file": record.get("plan_file"),
                    "fast": bool(record.get("fast")), "git_commit": record.get("git_commit"),
-                   "runs": new_runs}
+                   "runs": new_runs, "notebooks": dict(sorted(notebooks.items()))}
     _write_json(index_path, index)
     print(f"promoted {len(new_runs)} run(s) of plan {plan!r} into {canonical} "
           f"(replaced {len(old)}); now `make notebooks report` rebuilds reports/ from them")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["notebooks"] and len(args) <= 3:
+        traces = Path(args[1]) if len(args) > 1 else CANONICAL
+        out = Path(args[2]) if len(args) > 2 else Path("reports")
+        return canonical_notebooks(traces, out)
+    print("usage: python -m fleetprobe.reproduction notebooks [TRACES [OUT]]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from fleetprobe.trace import COMMON_FIELDS, phase_fields
+from fleetprobe.trace import COMMON_FIELDS, EVENTS_FILES, events_file, phase_fields
 
 METRICS_SQL = Path(__file__).with_name("metrics.sql")
 
@@ -62,11 +62,12 @@ RUN_COLUMNS: dict[str, str] = {
     "planned": "VARCHAR",
     "executed": "VARCHAR",
     "has_manifest": "BOOLEAN",
+    "packages": "VARCHAR",
 }
 
 
 def run_dirs(traces_root: Path) -> list[Path]:
-    """Run directories under a traces root (a directory holding events.jsonl or manifest.json).
+    """Run directories under a traces root (a directory holding events.jsonl[.gz] or manifest.json).
 
     A run directory passed directly as the root counts as a root holding that one run.
     """
@@ -79,7 +80,7 @@ def run_dirs(traces_root: Path) -> list[Path]:
 
 
 def _is_run_dir(path: Path) -> bool:
-    return (path / "events.jsonl").is_file() or (path / "manifest.json").is_file()
+    return any((path / name).is_file() for name in (*EVENTS_FILES, "manifest.json"))
 
 
 def connect(traces_root: Path, runs: Iterable[Path] | None = None) -> duckdb.DuckDBPyConnection:
@@ -90,7 +91,7 @@ def connect(traces_root: Path, runs: Iterable[Path] | None = None) -> duckdb.Duc
     """
     dirs = list(runs) if runs is not None else run_dirs(traces_root)
     con = duckdb.connect(":memory:")
-    _load_events(con, [d / "events.jsonl" for d in dirs])
+    _load_events(con, [events_file(d) for d in dirs])
     _load_runs(con, dirs)
     con.execute(METRICS_SQL.read_text())
     return con
@@ -108,7 +109,7 @@ def _load_events(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
         """
         INSERT INTO events
         SELECT * EXCLUDE (filename),
-               regexp_extract(replace(filename, '\\', '/'), '([^/]+)/events\\.jsonl$', 1)
+               regexp_extract(replace(filename, '\\', '/'), '([^/]+)/events\\.jsonl(\\.gz)?$', 1)
         FROM read_json(?, format = 'newline_delimited', columns = ?,
                        ignore_errors = true, filename = true)
         """,
@@ -161,6 +162,7 @@ def read_manifest(run_dir: Path) -> dict:
         "planned": json.dumps(manifest.get("planned") or {}, sort_keys=True),
         "executed": json.dumps(manifest.get("executed") or {}, sort_keys=True),
         "has_manifest": True,
+        "packages": json.dumps(manifest.get("packages") or {}, sort_keys=True),
     }
 
 

@@ -9,6 +9,7 @@ run or metric is absent from the traces is `not measured`.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -302,7 +303,7 @@ def render_reproduction(results: Results, verdicts: list[Verdict]) -> str:
         claims[["claim", "profile", "paper", "measured", "status", "reason", "runs"]]
         .to_markdown(index=False),
         "",
-        "## Search-leak hypothesis (paper 8.1; shared/memclaw/SEARCH-LEAK.md)",
+        "## Search-leak hypothesis (paper 8.1; docs/search-leak.md)",
         "",
         "Which write/search variant yields the paper's 72/164 search leaks and 4/28 misses:",
         "",
@@ -346,7 +347,19 @@ def runs_section(results: Results) -> list[str]:
     if left_out:
         lines += [f"{left_out} other run(s) under the traces root (older or smaller runs with "
                   "the paper's configuration) are not used.", ""]
-    return lines
+    return lines + versions_section(results.runs[results.runs.run_id.isin(shown.run_id)])
+
+
+def versions_section(runs: pd.DataFrame) -> list[str]:
+    """The library versions the shown runs recorded in their manifests (`packages`), one row
+    per distinct set, so a reader sees what the evidence was made with."""
+    if "packages" not in runs or runs.empty:
+        return []
+    sets = runs.packages.fillna("{}").value_counts().sort_index()
+    rows = [{**json.loads(text), "runs": int(count)} for text, count in sets.items()]
+    frame = pd.DataFrame(rows).fillna("-")
+    return ["Library versions the runs recorded (manifest `packages`):", "",
+            frame.to_markdown(index=False), ""]
 
 
 def _hypothesis_conclusion(table: pd.DataFrame) -> str:
