@@ -47,12 +47,13 @@ ENV_JOBS = "JOBS"
 
 def default_jobs(fast: bool = False) -> int:
     """Runs side by side: rate-bound runs mostly wait, so many per core; unthrottled (fast)
-    runs are CPU-bound, so about one per core. `JOBS` in the environment overrides."""
+    runs are CPU-bound but still wait on settle windows and polls, so a few per core. `JOBS`
+    in the environment overrides."""
     cores = os.cpu_count() or 1
     try:
         return max(1, int(os.environ[ENV_JOBS]))
     except (KeyError, ValueError):
-        return 2 * cores if fast else 12 * cores
+        return 4 * cores if fast else 12 * cores
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
+import uuid
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +31,10 @@ class IPCKernelManager(AsyncKernelManager):
 
     transport = Unicode("ipc")
 
+    def _ip_default(self) -> str:
+        # a socket path prefix of its own: kernels started side by side never share sockets
+        return str(Path(tempfile.gettempdir()) / f"fleetprobe-kernel-{uuid.uuid4().hex[:12]}")
+
 
 def execute(source: str | Path, output: str | Path, parameters: dict[str, Any] | None = None,
             cwd: str | Path | None = None) -> None:
@@ -41,7 +47,7 @@ def execute(source: str | Path, output: str | Path, parameters: dict[str, Any] |
         warnings.simplefilter("ignore")
         papermill.execute_notebook(
             str(source), str(output), parameters=parameters or {}, progress_bar=False,
-            log_output=False, cwd=str(cwd) if cwd else None,
+            log_output=False, cwd=str(cwd) if cwd else None, start_timeout=300,
             kernel_manager_class=f"{__name__}.IPCKernelManager",
         )
     strip_timings(Path(output))
