@@ -50,11 +50,15 @@ def start_slots() -> int:
         return os.cpu_count() or 1
 
 
+SLOT_WAIT_S = 600.0  # longest wait for a start-up slot before starting anyway
+
+
 @contextlib.contextmanager
 def start_slot(deadline: float):  # noqa: ANN201 - a context manager of nothing
     """Hold one of `start_slots()` machine-wide start-up slots (an flock on a slot file), so a
-    burst of runs imports its servers a few at a time instead of all at once; gives up waiting
-    at `deadline` (monotonic) and starts anyway, never blocking a run for good."""
+    burst of runs imports its servers a few at a time instead of all at once (each start-up
+    is then quick, and its deadline fair); gives up waiting at `deadline` (monotonic) and
+    starts anyway, never blocking a run for good."""
     START_SLOTS_DIR.mkdir(parents=True, exist_ok=True)
     handles = [open(START_SLOTS_DIR / f"slot-{i}", "a") for i in range(start_slots())]  # noqa: SIM115
     held = None
@@ -158,8 +162,9 @@ class ReferenceServer:
             return self
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         timeout = startup_timeout_s()
-        started = time.monotonic()
-        with start_slot(started + timeout / 2):
+        with start_slot(time.monotonic() + SLOT_WAIT_S):
+            # the deadline runs from when this server may start, not from the queue
+            started = time.monotonic()
             self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap
             self._proc = subprocess.Popen(self._command(), env=self._child_env(),
                                           stdout=self._log, stderr=subprocess.STDOUT,
