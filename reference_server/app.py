@@ -34,6 +34,8 @@ class ServerConfig:
     admin_key: str
     latency_model: bool = False
     embedding_dim: int = 384
+    auth_mode: str = "gateway"  # gateway | gate | headers (auth.py)
+    gate_key: str | None = None
 
 
 class BodySizeLimit:
@@ -110,7 +112,8 @@ def build_state(config: ServerConfig) -> ServerState:
         profile = profile.with_overrides(latency=profile.latency or LatencyModel())
         latency = LatencySimulator(profile.latency)
     return ServerState(profile=profile, storage=storage, embedder=HashingEmbedder(
-        config.embedding_dim), keys=KeyRegistry(storage, config.admin_key),
+        config.embedding_dim), keys=KeyRegistry(storage, config.admin_key, config.auth_mode,  # type: ignore[arg-type]
+                                            config.gate_key),
         limiter=RateLimiter(rates), detector=ContradictionDetector(storage), latency=latency)
 
 

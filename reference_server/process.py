@@ -40,8 +40,10 @@ class ReferenceServerError(RuntimeError):
 class ReferenceServer:
     def __init__(self, profile: str = "memclaw-2026-05-30", db_path: Path | None = None,
                  port: int | None = None, extra_args: Sequence[str] = (),
-                 env: dict | None = None, log_path: Path | None = None) -> None:
+                 env: dict | None = None, log_path: Path | None = None,
+                 auth: str = "gateway") -> None:
         self.profile = profile
+        self.auth = auth
         self._tmpdir: tempfile.TemporaryDirectory | None = None
         if db_path is None or log_path is None:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="refserver-")
@@ -54,6 +56,8 @@ class ReferenceServer:
         # The bootstrap tenant's key is chosen here too, so the server never prints one.
         self.default_tenant_id = "default"
         self.default_tenant_key = new_raw_key()
+        # `auth="gate"`: the shared gate key every request must send (MEMCLAW_API_KEY's role)
+        self.gate_key = new_raw_key() if auth == "gate" else None
         self._env = dict(env or {})
         self._proc: subprocess.Popen | None = None
         self._log = None
@@ -65,13 +69,15 @@ class ReferenceServer:
     def _command(self) -> list[str]:
         return [sys.executable, "-m", "reference_server", "--profile", self.profile,
                 "--host", "127.0.0.1", "--port", str(self.port), "--db", str(self.db_path),
-                *self.extra_args]
+                "--auth", self.auth, *self.extra_args]
 
     def _child_env(self) -> dict[str, str]:
         env = {**os.environ, **self._env}
         env["REFSERVER_ADMIN_KEY"] = self.admin_key
         env["REFSERVER_TENANT_ID"] = self.default_tenant_id
         env["REFSERVER_TENANT_KEY"] = self.default_tenant_key
+        if self.gate_key:
+            env["REFSERVER_GATE_KEY"] = self.gate_key
         # The child imports this package from the same place the parent did.
         package_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH"))

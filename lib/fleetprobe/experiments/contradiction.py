@@ -3,8 +3,9 @@ writes assert different values for the same single-valued predicate, and how man
 does it admit in the first place?
 
 Plan. `n_facts` facts cycle through `TEMPLATES` (20 subject-predicate pairs on predicates in
-MemClaw's `SINGLE_VALUE_PREDICATES`, the list its engine ships). Fact `i` uses template `i % 20` and its own subject entity
-(`<stem>-<a word spelled from i>`, run-scoped by the nonce, upserted once); content is
+MemClaw's `SINGLE_VALUE_PREDICATES`, the list its engine ships). Fact `i` uses template
+`i % 20` and its own subject entity (`<stem>-<a word spelled from i>`, run-scoped by the
+nonce, upserted once); content is
 salted by the nonce. Every fact runs two scenarios, `sequential` (write 0,
 `sequential_delay_s`, write 1) then `concurrent` (writes 0 and 1 dispatched together), each
 pair asserting two different `object_value`s (`A` then `B`, drawn per fact from the template's
