@@ -130,6 +130,12 @@ class KeyRegistry:
 
 
 def caller_from(request: Request) -> Caller:
-    """FastAPI dependency: the resolved caller, or 401."""
-    registry: KeyRegistry = request.app.state.server.keys
-    return registry.resolve_request(request.headers)
+    """FastAPI dependency: the resolved caller, or 401. A profile that models MemClaw's open
+    engine (`agent_id_from_header`) takes a tenant key's client-sent X-Agent-ID as the
+    caller's identity, as that engine's shared-gate path does."""
+    state = request.app.state.server
+    caller = state.keys.resolve_request(request.headers)
+    asserted = request.headers.get("x-agent-id")
+    if asserted and caller.kind == "tenant_key" and state.profile.agent_id_from_header:
+        return Caller(tenant_id=caller.tenant_id, agent_id=asserted, kind="tenant_key")
+    return caller
