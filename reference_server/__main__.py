@@ -53,6 +53,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="credential shape: gateway keys, shared gate key + headers, headers")
     p.add_argument("--gate-key-env", default="REFSERVER_GATE_KEY",
                    help="with --auth gate: the environment variable holding the gate key")
+    p.add_argument("--embedder", default="hashing", choices=["hashing", "minilm"],
+                   help="hashing (offline default) or minilm (all-MiniLM-L6-v2, the embed extra)")
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
     return p.parse_args(argv)
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     gate_key = _secret_from_env(args.gate_key_env, "gate key") if args.auth == "gate" else None
     state = build_state(ServerConfig(profile=profile, db_path=args.db, admin_key=admin_key,
                                      latency_model=args.latency_model, auth_mode=args.auth,
-                                     gate_key=gate_key))
+                                     gate_key=gate_key, embedder=args.embedder))
     bootstrap_tenant(state)
     uvicorn.run(create_app(state), host=args.host, port=args.port, log_level=args.log_level,
                 access_log=args.log_level in ("info", "debug"))

@@ -25,6 +25,8 @@ import httpx
 from .auth import new_raw_key
 
 STARTUP_TIMEOUT_S = 20.0
+# loading torch and a sentence-transformer model (`--embedder minilm`) takes longer
+MODEL_STARTUP_TIMEOUT_S = 120.0
 
 
 def free_port() -> int:
@@ -52,6 +54,8 @@ class ReferenceServer:
         self.log_path = Path(log_path) if log_path else tmp / "server.log"
         self.port = port or free_port()
         self.extra_args = list(extra_args)
+        self.startup_timeout_s = (MODEL_STARTUP_TIMEOUT_S if "minilm" in self.extra_args
+                                  else STARTUP_TIMEOUT_S)
         self.admin_key = new_raw_key()
         # The bootstrap tenant's key is chosen here too, so the server never prints one.
         self.default_tenant_id = "default"
@@ -96,7 +100,7 @@ class ReferenceServer:
         return self
 
     def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
                 raise ReferenceServerError(
@@ -110,7 +114,8 @@ class ReferenceServer:
             time.sleep(0.05)
         self.kill()
         raise ReferenceServerError(
-            f"reference server did not answer /api/v1/health within {STARTUP_TIMEOUT_S:.0f} s "
+            f"reference server did not answer /api/v1/health within "
+            f"{self.startup_timeout_s:.0f} s "
             f"on {self.base_url}; log tail:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 30) -> str:

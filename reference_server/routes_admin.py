@@ -35,6 +35,7 @@ async def version(state: StateDep) -> dict:
     rates = state.limiter.rates
     return {"version": __version__, "engine": "fleetprobe-reference",
             "profile": state.profile.name, "latency_simulated": state.latency is not None,
+            "embedder": state.embedder.name,
             "rate_limits": {b: rates[b].spec for b in ("write", "search", "bulk")}}
 
 

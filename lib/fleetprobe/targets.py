@@ -62,6 +62,8 @@ class TargetParams(BaseModel):
     # reference only: passed to `python -m reference_server` (e.g. "10/second")
     write_rate: str | None = None
     search_rate: str | None = None
+    # reference only: the server's embedder (`hashing` default; `minilm` needs the embed extra)
+    embedder: Literal["hashing", "minilm"] | None = None
     # the credential shape (module docstring); for `reference` the bundled server is started
     # demanding that shape (`key` = its gateway keys)
     auth: LiveAuth = "key"
@@ -70,6 +72,9 @@ class TargetParams(BaseModel):
 
     @model_validator(mode="after")
     def _profile_for_reference_only(self) -> TargetParams:
+        if self.kind == "live" and self.embedder is not None:
+            raise ValueError("embedder selects the bundled server's embedder; a live "
+                             "endpoint embeds as it is configured")
         if self.kind == "live" and self.profile is not None:
             raise ValueError("profile selects the bundled server's behaviour; a live "
                              "target's name in the report is target.label")
@@ -80,11 +85,16 @@ class TargetParams(BaseModel):
         return self
 
 
+DEFAULT_EMBEDDER_NAMES = frozenset({None, "hashing", "hashing-sha256"})
+
+
 def default_label(kind: str | None, profile: str | None, version: str | None,
-                  base_url: str | None) -> str:
-    """The bundled server's profile; for a live endpoint `live <version> @ <host:port>`."""
+                  base_url: str | None, embedder: str | None = None) -> str:
+    """The bundled server's profile (plus ` +<embedder>` when it is not the default hashing
+    embedder, so an embedder ablation is its own label); for a live endpoint
+    `live <version> @ <host:port>`."""
     if kind == "reference" and profile:
-        return profile
+        return profile if embedder in DEFAULT_EMBEDDER_NAMES else f"{profile} +{embedder}"
     host = urlsplit(base_url or "").netloc or "unknown-host"
     return f"live {version or 'unknown-version'} @ {host}"
 
@@ -106,7 +116,7 @@ class Target:
     def label(self) -> str:
         return self.label_requested or default_label(
             self.kind, self.info.get("profile") or self.profile_requested,
-            _text(self.info.get("version")), self.base_url)
+            _text(self.info.get("version")), self.base_url, self.info.get("embedder"))
 
     @property
     def identity_mechanism(self) -> str:
@@ -125,6 +135,7 @@ class Target:
             # what the endpoint's /version says; a live MemClaw names no profile (null)
             "server_profile": self.info.get("profile"),
             "latency_simulated": self.info.get("latency_simulated"),
+            "embedder": self.info.get("embedder"),
         }
 
 
@@ -155,6 +166,8 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
         extra += ["--write-rate", params.write_rate]
     if params.search_rate:
         extra += ["--search-rate", params.search_rate]
+    if params.embedder:
+        extra += ["--embedder", params.embedder]
     profile = params.profile or DEFAULT_PROFILE
     server_auth = "gateway" if params.auth == "key" else params.auth
     with ReferenceServer(profile=profile, extra_args=tuple(extra), auth=server_auth) as server:

@@ -176,7 +176,8 @@ def run_label(target: dict) -> str | None:
     if not target:
         return None
     return default_label(target.get("kind"), target.get("server_profile"),
-                         _as_text(target.get("server_version")), target.get("base_url"))
+                         _as_text(target.get("server_version")), target.get("base_url"),
+                         target.get("embedder"))
 
 
 def _as_text(value: object) -> str | None:

@@ -40,7 +40,9 @@ def judged_labels(results: Any) -> list[str]:
     """Canonical labels no claim names and that are not design comparands."""
     named = claim_profiles(results) | COMPARANDS
     labels = results.canonical.profile.dropna().unique() if not results.canonical.empty else []
-    return sorted(str(label) for label in labels if label not in named)
+    # `<comparand> +<embedder>` (an embedder ablation of a comparand) is a comparand too
+    return sorted(str(label) for label in labels
+                  if label not in named and str(label).split(" +", 1)[0] not in COMPARANDS)
 
 
 def only_live_selected(results: Any) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from fleetprobe.analysis import ablations, live_targets
+from fleetprobe.analysis import ablations, embedder_report, live_targets
 from fleetprobe.analysis.results import ABLATION, PAPER_SCALE, Results
 from fleetprobe.analysis.stats import Rate, fmt_count, fmt_counts, fmt_rate, rate
 
@@ -315,6 +315,7 @@ def render_reproduction(results: Results, verdicts: list[Verdict]) -> str:
         _markdown_or_note(contradiction_admission(results), "no contradiction run in the traces"),
         "",
         *live_targets.section(results, verdicts),
+        *embedder_report.section(results),
         *ablations.pacing_section(ablations.pacing_rows(results)),
         *ablations.pipeline_ordering_section(ablations.contradiction_rows(results)),
         "## Runs",
