@@ -117,14 +117,20 @@ def profiles(results: Results) -> Table:
     for claim in results.claims:
         if claim["kind"] not in ("rate", "latency", "admission"):
             continue
-        row = {"metric": claim["label"], "paper": verdicts.paper_text(claim)}
+        label = claim["label"] + (" [own run; not compared]" if claim["kind"] == "latency"
+                                  else "")
+        row = {"metric": label, "paper": verdicts.paper_text(claim)}
         for profile in columns:
             row[profile] = _measured_text(results, claim, profile)
         rows.append(row)
     frame = pd.DataFrame(rows) if columns else pd.DataFrame()
     return Table("profiles", "Profiles side by side (each from its canonical run)", frame,
                  _empty_note(frame, "no runs in the traces") or
-                 "The paper column is the 2026-05-30 measurement (re-probe rows: 2026-05-31).")
+                 "The paper column is the 2026-05-30 measurement (re-probe rows: 2026-05-31). "
+                 "Latency rows are not a comparison between profiles: each column is its own "
+                 "run, taken at another time under different load on a shared machine, and no "
+                 "two profiles were timed under the same conditions (Fig. 4 draws one run for "
+                 "that reason); none is comparable with the paper's memclaw.net latencies.")
 
 
 def redistribute(results: Results) -> Table:
