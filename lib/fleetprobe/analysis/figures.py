@@ -227,7 +227,8 @@ def fig7_write_latency(results: Results, out_dir: Path) -> FigureOutput:
     return _distribution(name, title, out_dir, writes.latency_ms,
                          results.measured_latency("contradiction_write_latency", run.run_id),
                          "write latency of admitted writes (ms)",
-                         "admitted writes (count, stacked)", run, "Bars stack the two kinds of admitted write: "
+                         "admitted writes (count, stacked)", run,
+                         "Bars stack the two kinds of admitted write: "
                          + ", ".join(f"{k} {v}" for k, v in sorted(split.items())) + ".",
                          hue=writes.write)
 
