@@ -66,14 +66,17 @@ def write_tables(results: Results, out_dir: Path,
 def table2(judged: list[verdicts.Verdict]) -> Table:
     """Table 2, every row: the paper's value, the reproduced one, the verdict and the run."""
     rows = [{"experiment": v.claim_id.split("_", 1)[0], "metric": v.label, "paper": v.paper,
-             "reproduced": v.measured, "verdict": v.status, "run": ", ".join(v.run_ids)}
+             "reproduced": v.measured, "verdict": v.status, "basis": v.basis,
+             "run": ", ".join(v.run_ids)}
             for v in judged if not v.claim_id.startswith(TABLE2_EXCLUDED_PREFIXES)]
     return Table("table2", "Table 2: headline results, paper vs reproduction",
                  pd.DataFrame(rows),
                  "Rates k/n = value [95% Wilson CI]; latencies in ms. Each row is the canonical "
                  "run of the paper's state (profile memclaw-2026-05-30); leakage rows use the "
                  "documented variant (fleet_id x fleet_ids), the other variants are in the "
-                 "search-leak hypothesis table.")
+                 "search-leak hypothesis table. basis: what a reproduced row rests on "
+                 "(mechanism, workload construction, interval overlap only); REPRODUCTION.md "
+                 "gives the reason for each.")
 
 
 def table3(results: Results) -> Table:
@@ -98,14 +101,19 @@ def reprobe(results: Results) -> Table:
     if not frame.empty:
         frame["returned"] = [_k_of_n(k, n) for k, n in zip(frame.returned, frame.probes,
                                                            strict=True)]
-        frame["paper (2026-05-31)"] = [paper.get((t, r), "") for t, r in
-                                       zip(frame.trust, frame.relation, strict=True)]
+        frame["paper (2026-05-31)"] = [
+            paper.get((t, r), "not reported (the paper's 12/12 is the trust-1 half)"
+                      if r == "same_fleet" else "") for t, r in
+            zip(frame.trust, frame.relation, strict=True)]
         frame = _readable_trust_and_relation(frame.sort_values(["profile", "trust", "relation"]))[
             ["profile", "trust", "relation", "expected", "returned", "leaks", "statuses",
              "paper (2026-05-31)", "run_id"]]
     return Table("reprobe", "Remediation re-probe counts (paper 9.1)", frame,
                  _empty_note(frame, "no leakage run with reprobe events") or
-                 "Paper: total leaks 0/96.")
+                 "Paper: total leaks 0/96. The paper's 12/12 same-fleet controls are the "
+                 "trust-1 half of the 24 same-fleet probes (4 fleets x 3 rows at trust 1 and "
+                 "at trust 2); the trust-2 half is measured here but has no paper value, and "
+                 "96 = 36 + 36 + 12 + 12 counts both halves.")
 
 
 def profiles(results: Results) -> Table:
@@ -150,7 +158,8 @@ def redistribute(results: Results) -> Table:
         frame = frame.rename(columns={"trust": "requester trust"})
     return Table("redistribute", "Redistribute: rows re-homed, by requester trust and relation",
                  frame, _empty_note(frame, "no propagation run with redistribute events") or
-                 "Paper 9.3: POST /memories/redistribute requires trust_level >= 3.")
+                 "Paper 9.3: POST /memories/redistribute requires trust_level >= 3. "
+                 + _probed_trusts(frame))
 
 
 def search_leak_hypothesis(results: Results) -> Table:
@@ -187,7 +196,10 @@ def ablation_contradiction(results: Results) -> Table:
                  _empty_note(frame, "no contradiction run in the traces") or
                  "Headline: prose_diversity low, pair_prose frames, writer_assignment per_fact. "
                  "Paper 9.2: with value_only prose the near-duplicate gate rejects the second "
-                 "write before the detector sees it. Detection k/n = value [95% Wilson CI].")
+                 "write before the detector sees it. Detection k/n = value [95% Wilson CI]. "
+                 "Under the headline prose the concurrent pair repeats the sequential pair's "
+                 "sentences and is rejected as exact duplicates, so its detection path is "
+                 "exercised only where prose_diversity is high.")
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -216,6 +228,18 @@ def _readable_trust_and_relation(frame: pd.DataFrame) -> pd.DataFrame:
     frame["trust"] = [("-" if pd.isna(t) else str(int(t))) for t in frame.trust]
     frame["relation"] = frame.relation.fillna("tenant-wide")
     return frame
+
+
+def _probed_trusts(frame: pd.DataFrame) -> str:
+    """Which requester trust levels the runs probed, and what that can and cannot show."""
+    levels = sorted({int(t) for t in frame["requester trust"] if t != "-"})
+    if not levels:
+        return ""
+    text = f"Probed at requester trust {', '.join(map(str, levels))} only"
+    if max(levels) < 3:
+        text += (f": a denial below trust 3 is consistent with the paper's threshold but does "
+                 f"not locate it (no probe at trust {max(levels) + 1}-3)")
+    return text + "."
 
 
 def _k_of_n(k: int, n: int) -> str:

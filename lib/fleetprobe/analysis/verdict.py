@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from fleetprobe.analysis import ablations
+from fleetprobe.analysis import ablations, basis
 from fleetprobe.analysis.results import ABLATION, PAPER_SCALE, Results
 from fleetprobe.analysis.stats import Rate, fmt_count, fmt_counts, fmt_rate, rate
 
@@ -37,6 +37,9 @@ class Verdict:
     status: str
     reason: str
     run_ids: list[str] = field(default_factory=list)
+    # what a reproduced claim rests on (analysis/basis.py): mechanism, workload construction
+    # or interval overlap only; "-" for a claim that is not reproduced
+    basis: str = basis.NO_BASIS
 
 
 # ------------------------------------------------------------------------------ formatting
@@ -79,6 +82,11 @@ def judge(results: Results, claim: dict[str, Any]) -> Verdict:
         return base
     base.run_ids = [run.run_id]
     judged = JUDGES[claim["kind"]](results, claim, run, base)
+    if judged.status == REPRODUCED:
+        measured = (results.measured_rate(claim["metric"], run.run_id)
+                    if claim["kind"] in ("rate", "admission") else None)
+        judged.basis, why = basis.basis_of(results, claim, run.run_id, measured)
+        judged.reason = f"{judged.reason}; {judged.basis}: {why}"
     if run.basis != PAPER_SCALE and judged.status != NOT_MEASURED:
         judged.reason = f"{judged.reason}; {run.basis}"
     return judged
@@ -293,16 +301,19 @@ def render_reproduction(results: Results, verdicts: list[Verdict]) -> str:
         "# Paper versus reproduction",
         "",
         f"Generated from the traces by `fleetprobe.analysis` ({summary}). Rates are "
-        "`reproduced` when the paper's and the measured 95% Wilson intervals overlap; "
+        "`reproduced` when the paper's and the measured 95% Wilson intervals overlap, and the "
+        "`basis` column says what a reproduced claim rests on: `mechanism` (the server's rule "
+        "gives the paper's count), `workload construction` (the workload fixes the number, "
+        "whatever the system does) or `interval overlap only` (the point estimates differ); "
         "latencies are `not comparable` unless the run's target was live. Each claim is "
         "compared with the canonical run for its experiment and profile "
         "(latest complete run at paper scale with the paper's configuration, "
         "paper_values.yaml `headline_params`, unless runs were selected explicitly).",
         "",
-        claims[["claim", "profile", "paper", "measured", "status", "reason", "runs"]]
+        claims[["claim", "profile", "paper", "measured", "status", "basis", "reason", "runs"]]
         .to_markdown(index=False),
         "",
-        "## Search-leak hypothesis (paper 8.1; shared/memclaw/SEARCH-LEAK.md)",
+        "## Search-leak hypothesis (paper 8.1; MemClaw's open search predicate)",
         "",
         "Which write/search variant yields the paper's 72/164 search leaks and 4/28 misses:",
         "",
