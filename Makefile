@@ -18,11 +18,12 @@ export MPLBACKEND := Agg
 help:
 	@echo "make reproduce   run the four experiments against the bundled server, then the report"
 	@echo "make test        lint + the test suite (starts the reference server itself)"
-	@echo "make report      tables, figures and REPRODUCTION.md from data/traces only (no server)"
+	@echo "make report      tables, figures, REPRODUCTION.md and index.html from data/traces (no server)"
 	@echo "make server      reference server in the foreground on 127.0.0.1:$(PORT) (PROFILE=...)"
 	@echo "make lab         JupyterLab on notebooks/"
 	@echo "make batch       only the other profiles and ablations of params/reproduce.yaml"
 	@echo "make benchmarks  server and harness benchmarks (print figures)"
+	@echo "make test-browser  reports/index.html in headless Chromium (installs chromium, playwright)"
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -74,3 +75,13 @@ docker-build:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache reference.db
+
+# Reviewer view (issue 8): reports/index.html in a real headless Chromium. Installs Debian's
+# chromium when /usr/bin/chromium is missing and Playwright's Python package (which drives
+# that binary; no `playwright install`), then runs the tests marked `browser`.
+.PHONY: test-browser
+test-browser: $(STAMP)
+	@test -x /usr/bin/chromium || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
+	$(PY) -m pip install --quiet playwright
+	FLEETPROBE_REQUIRE_BROWSER=1 $(PY) -m pytest -q -m browser tests/browser
