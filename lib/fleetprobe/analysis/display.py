@@ -6,7 +6,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
-from IPython.display import Image, Markdown, display
+from IPython.display import HTML, Image, Markdown, display
+
+from fleetprobe.analysis.sql_views import details_html
 
 
 def show_notes(built: dict[str, Any]) -> None:
@@ -14,14 +16,26 @@ def show_notes(built: dict[str, Any]) -> None:
         display(Markdown("\n".join(f"- {note}" for note in built["notes"])))
 
 
-def show_table(built: dict[str, Any], name: str) -> None:
+def show_table(built: dict[str, Any], name: str, sql: bool = True) -> None:
+    """The table, its note and (unless sql=False) the metric views it is computed from."""
     table = built["tables"][name]
     if table.empty:
         display(Markdown(f"_{table.note}_"))
-        return
-    display(table.frame.style.hide(axis="index"))
-    if table.note:
-        display(Markdown(f"_{table.note}_"))
+    else:
+        display(table.frame.style.hide(axis="index"))
+        if table.note:
+            display(Markdown(f"_{table.note}_"))
+    if sql:
+        show_sql(built, name)
+
+
+def show_sql(built: dict[str, Any], name: str) -> None:
+    """The SQL views of metrics.sql a table is computed from, read from the file."""
+    views = built["tables"][name].views
+    if views:
+        display(HTML(details_html(views)))
+    else:
+        display(Markdown(f"_{name}: no metric view named for this table._"))
 
 
 def show_figure(built: dict[str, Any], name: str) -> None:

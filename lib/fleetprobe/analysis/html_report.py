@@ -24,6 +24,8 @@ from typing import Any
 
 import pandas as pd
 
+from fleetprobe.analysis import sql_views
+
 INDEX = "index.html"
 
 
@@ -119,6 +121,8 @@ figcaption { font-size: 0.85rem; color: #444; max-width: 60rem; }
 .missing { color: #8a4b00; font-style: italic; }
 nav a { margin-right: 0.8rem; }
 code { font-size: 0.85em; }
+details.sql { font-size: 0.8rem; margin: 0.3rem 0 1rem; }
+details.sql pre { background: #f7f7f7; padding: 0.5rem; overflow-x: auto; }
 """
 
 
@@ -258,11 +262,16 @@ def _table(name: str, table) -> str:
             f"<a href='tables/{_e(name)}.md'>md</a>, "
             f"<a href='tables/{_e(name)}.tex'>tex</a>)</small></h3>")
     if table.empty:
-        return f"{head}<p class='missing'>{_e(table.note)}</p>"
+        return f"{head}<p class='missing'>{_e(table.note)}</p>{_sql(table)}"
     frame = table.frame.astype(object).where(pd.notna(table.frame), "")
     rendered = frame.to_html(index=False, escape=True, border=0, classes="data")
     note = f"<p class='note'>{_e(table.note)}</p>" if table.note else ""
-    return f"{head}<div class='scroll'>{rendered}</div>{note}"
+    return f"{head}<div class='scroll'>{rendered}</div>{note}{_sql(table)}"
+
+
+def _sql(table) -> str:
+    """The metric views the table is computed from, folded (text of metrics.sql)."""
+    return sql_views.details_html(getattr(table, "views", ()))
 
 
 def _notebooks(out_dir: Path) -> str:

@@ -6,7 +6,7 @@ in a table is the number in REPRODUCTION.md and in the run's summary.csv.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -25,6 +25,8 @@ class Table:
     title: str
     frame: pd.DataFrame
     note: str = ""
+    # the metric views of metrics.sql the table is computed from (shown beside it)
+    views: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -50,7 +52,12 @@ def write_table(table: Table, out_dir: Path) -> list[Path]:
 def build_tables(results: Results, verdict_list: list[verdicts.Verdict] | None = None,
                  ) -> list[Table]:
     judged = verdict_list if verdict_list is not None else verdicts.judge_all(results)
-    return [table2(judged), table3(results), reprobe(results), profiles(results),
+    claim_views = tuple(dict.fromkeys(c["metric"] for c in results.claims))
+    return [replace(table2(judged), views=tuple(
+                dict.fromkeys(c["metric"] for c in results.claims
+                              if not c["id"].startswith(TABLE2_EXCLUDED_PREFIXES)))),
+            table3(results), reprobe(results),
+            replace(profiles(results), views=claim_views),
             search_leak_hypothesis(results), contradiction_admission(results),
             redistribute(results), ablation_pacing(results), ablation_contradiction(results)]
 
@@ -91,7 +98,8 @@ def table3(results: Results) -> Table:
             ["profile", "credential", "trust", "relation", "expected", "result", "run_id"]]
     return Table("table3", "Table 3: agent-scoped GET-by-id probe", frame,
                  _empty_note(frame, "no leakage run with agent_probe events") or
-                 "Paper (2026-05-30): every row HTTP 200, including trust-1 cross-fleet.")
+                 "Paper (2026-05-30): every row HTTP 200, including trust-1 cross-fleet.",
+                 ("leakage_table3",))
 
 
 def reprobe(results: Results) -> Table:
@@ -113,7 +121,8 @@ def reprobe(results: Results) -> Table:
                  "Paper: total leaks 0/96. The paper's 12/12 same-fleet controls are the "
                  "trust-1 half of the 24 same-fleet probes (4 fleets x 3 rows at trust 1 and "
                  "at trust 2); the trust-2 half is measured here but has no paper value, and "
-                 "96 = 36 + 36 + 12 + 12 counts both halves.")
+                 "96 = 36 + 36 + 12 + 12 counts both halves.",
+                 ("leakage_reprobe",))
 
 
 def profiles(results: Results) -> Table:
@@ -159,7 +168,7 @@ def redistribute(results: Results) -> Table:
     return Table("redistribute", "Redistribute: rows re-homed, by requester trust and relation",
                  frame, _empty_note(frame, "no propagation run with redistribute events") or
                  "Paper 9.3: POST /memories/redistribute requires trust_level >= 3. "
-                 + _probed_trusts(frame))
+                 + _probed_trusts(frame), ("propagation_redistribute",))
 
 
 def search_leak_hypothesis(results: Results) -> Table:
@@ -167,7 +176,8 @@ def search_leak_hypothesis(results: Results) -> Table:
     return Table("search_leak_hypothesis",
                  "Search-leak hypothesis: variant_write x variant_search", frame,
                  _empty_note(frame, "no leakage run with search probes") or
-                 "Paper 8.1: search leak 72/164, search miss 4/28.")
+                 "Paper 8.1: search leak 72/164, search miss 4/28.",
+                 ("leakage_search_leak", "leakage_search_miss"))
 
 
 def contradiction_admission(results: Results) -> Table:
@@ -175,7 +185,8 @@ def contradiction_admission(results: Results) -> Table:
     return Table("contradiction_admission",
                  "Contradiction write admission: outcome by prose diversity", frame,
                  _empty_note(frame, "no contradiction run in the traces") or
-                 "Paper 8: 206/400 rejected 409, dominated by exact-content duplicates.")
+                 "Paper 8: 206/400 rejected 409, dominated by exact-content duplicates.",
+                 ("contradiction_admission",))
 
 
 def ablation_pacing(results: Results) -> Table:
@@ -185,7 +196,9 @@ def ablation_pacing(results: Results) -> Table:
                  _empty_note(frame, "no provenance run in the traces") or
                  "Paper 8: pacing writes at 8/s, below the 10/s ceiling, reconstructs 50/50 "
                  "chains; unthrottled runs lost chains to 429. Chains complete k/n = value "
-                 "[95% Wilson CI].")
+                 "[95% Wilson CI].",
+                 ("provenance_writes_admitted", "provenance_rate_limited",
+                  "provenance_completeness"))
 
 
 def ablation_contradiction(results: Results) -> Table:
@@ -199,7 +212,10 @@ def ablation_contradiction(results: Results) -> Table:
                  "write before the detector sees it. Detection k/n = value [95% Wilson CI]. "
                  "Under the headline prose the concurrent pair repeats the sequential pair's "
                  "sentences and is rejected as exact duplicates, so its detection path is "
-                 "exercised only where prose_diversity is high.")
+                 "exercised only where prose_diversity is high.",
+                 ("contradiction_admission", "contradiction_writes_succeeded",
+                  "contradiction_both_admitted", "contradiction_detection_all",
+                  "contradiction_detection_both_admitted", "contradiction_detection_by_scenario"))
 
 
 # ------------------------------------------------------------------------------ helpers
