@@ -89,7 +89,7 @@ def basis_of(results: Results, claim: dict[str, Any], run_id: str,
     if claim["metric"].startswith("contradiction_"):
         found = contradiction_construction(results, run_id)
         if found:
-            return WORKLOAD, found
+            return WORKLOAD, "; ".join(p for p in (found, _extra(results, claim, run_id)) if p)
     paper = rate(claim["k"], claim["n"]) if "k" in claim and "n" in claim else None
     stated = STATED.get(claim["id"])
     extra = _extra(results, claim, run_id)
@@ -170,6 +170,11 @@ def _extra(results: Results, claim: dict[str, Any], run_id: str) -> str:
     """Numbers from the run a referee needs beside the claim."""
     if claim["id"] == "reprobe_same_fleet":
         return reprobe_same_fleet_note(results, run_id)
+    if claim["id"] == "contradiction_stale_read":
+        both = results.measured_rate("contradiction_both_admitted", run_id)
+        if both is not None and both.n:
+            return (f"only {both.k} of {both.n} fact-runs admitted both writes; the other "
+                    f"{both.n - both.k} hold one row and cannot read stale")
     return ""
 
 
