@@ -8,8 +8,11 @@ sentence, tables and figures, then any table or figure no section names, the exe
 notebooks and the runs.
 
 A report module adds its own section with `register(Section(...))` at import time, naming
-the tables (`Table.name`) and figures (`FigureOutput.name`) it writes; a name the build did not
-produce is shown as "not produced", never dropped silently.
+the tables and figures it shows: a name of `report.build`'s tables (`Table.name`) or figures
+(`FigureOutput.name`), or else a file the module wrote under the output directory
+(`tables/<name>.csv`, `figures/<name>.png`, or a relative path such as `tables/x.csv`); a name
+found nowhere is shown as "not produced", never dropped silently. `captions` gives a file
+figure its caption; a table file's note is the Section's `notes` entry.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ class Section:
     tables: tuple[str, ...] = ()
     figures: tuple[str, ...] = ()
     paper: str = ""  # the paper section(s) it answers, e.g. "8.1; 9.1"
+    captions: tuple[tuple[str, str], ...] = ()  # (figure name, caption) for figure files
+    notes: tuple[tuple[str, str], ...] = ()  # (table name, note) for table files
 
 
 SECTIONS: list[Section] = []
@@ -230,11 +235,53 @@ def _section(section: Section, tables, figures, out_dir: Path) -> str:
            f"<p>{_e(section.sentence)}"
            + (f" (paper {_section_links(section.paper, {}, {})})" if section.paper else "")
            + "</p>"]
+    captions, notes = dict(section.captions), dict(section.notes)
     for name in section.figures:
-        out.append(_figure(name, figures.get(name), out_dir))
+        figure = figures.get(name) or _figure_file(name, out_dir, captions.get(name, ""))
+        out.append(_figure(name, figure, out_dir))
     for name in section.tables:
-        out.append(_table(name, tables.get(name)))
+        table = tables.get(name) or _table_file(name, out_dir, notes.get(name, ""))
+        out.append(_table(name, table, out_dir))
     return "\n".join(out)
+
+
+@dataclass
+class _File:
+    """A table or figure a report module wrote as a file, shaped like Table/FigureOutput."""
+
+    name: str
+    title: str
+    frame: pd.DataFrame | None = None
+    note: str = ""
+    paths: tuple[Path, ...] = ()
+    caption: str = ""
+    views: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return self.frame is None or self.frame.empty
+
+
+def _find(name: str, out_dir: Path, folder: str, suffixes: tuple[str, ...]) -> Path | None:
+    candidates = [out_dir / name, *(out_dir / folder / f"{name}{s}" for s in suffixes)]
+    return next((p for p in candidates if p.suffix in suffixes and p.is_file()), None)
+
+
+def _figure_file(name: str, out_dir: Path, caption: str) -> _File | None:
+    path = _find(name, out_dir, "figures", (".png", ".svg", ".jpg"))
+    if path is None:
+        return None
+    pdf = path.with_suffix(".pdf")
+    return _File(name, path.stem.replace("_", " "), caption=caption,
+                 paths=(path, *((pdf,) if pdf.is_file() else ())))
+
+
+def _table_file(name: str, out_dir: Path, note: str) -> _File | None:
+    path = _find(name, out_dir, "tables", (".csv",))
+    if path is None:
+        return None
+    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    return _File(path.stem, path.stem.replace("_", " "), frame, note)
 
 
 def _figure(name: str, figure, out_dir: Path) -> str:
@@ -254,13 +301,13 @@ def _figure(name: str, figure, out_dir: Path) -> str:
             "</figcaption></figure>")
 
 
-def _table(name: str, table) -> str:
+def _table(name: str, table, out_dir: Path) -> str:
     if table is None:
         return f"<p class='missing' id='table-{_e(name)}'>{_e(name)}: not produced.</p>"
-    head = (f"<h3 id='table-{_e(name)}'>{_e(table.title)} "
-            f"<small>(<a href='tables/{_e(name)}.csv'>csv</a>, "
-            f"<a href='tables/{_e(name)}.md'>md</a>, "
-            f"<a href='tables/{_e(name)}.tex'>tex</a>)</small></h3>")
+    files = [f"<a href='tables/{_e(table.name)}.{ext}'>{ext}</a>" for ext in ("csv", "md", "tex")
+             if (out_dir / "tables" / f"{table.name}.{ext}").is_file()]
+    head = (f"<h3 id='table-{_e(name)}'>{_e(table.title)}"
+            + (f" <small>({', '.join(files)})</small>" if files else "") + "</h3>")
     if table.empty:
         return f"{head}<p class='missing'>{_e(table.note)}</p>{_sql(table)}"
     frame = table.frame.astype(object).where(pd.notna(table.frame), "")
