@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from fleetprobe.analysis import html_report, report
+from fleetprobe.analysis import html_report, report, sql_views
 
 
 @pytest.fixture()
@@ -24,6 +24,7 @@ def test_page_has_a_row_per_claim_and_every_figure(fixture_traces, tmp_path):
     for name, figure in built["figures"].items():
         assert f"src='figures/{name}.png'" in page
         assert figure.caption and "n = " in figure.caption
+        assert figure.views and set(figure.views) <= set(sql_views.view_statements())
     for status in {v.status for v in built["verdicts"]}:
         assert f"class='status {status.replace(' ', '-')}'" in page
     assert "https://" not in page and "http://" not in page  # nothing to fetch

@@ -38,10 +38,13 @@ def show_sql(built: dict[str, Any], name: str) -> None:
         display(Markdown(f"_{name}: no metric view named for this table._"))
 
 
-def show_figure(built: dict[str, Any], name: str) -> None:
+def show_figure(built: dict[str, Any], name: str, sql: bool = True) -> None:
+    """The figure (its caption is drawn in it) and the metric views it draws."""
     figure = built["figures"][name]
     png = [p for p in figure.paths if p.suffix == ".png"]
     display(Image(filename=str(png[0])) if png else Markdown(f"_{figure.note}_"))
+    if sql and figure.views:
+        display(HTML(details_html(figure.views)))
 
 
 def show_verdicts(built: dict[str, Any], claim_ids: Iterable[str]) -> None:

@@ -54,6 +54,7 @@ class FigureOutput:
     paths: list[Path] = field(default_factory=list)
     note: str = ""
     caption: str = ""
+    views: tuple[str, ...] = ()  # the metric views of metrics.sql the figure draws
 
 
 def write_figures(results: Results, out_dir: Path) -> dict[str, FigureOutput]:
@@ -114,7 +115,9 @@ def fig2_leakage_envelope(results: Results, out_dir: Path) -> FigureOutput:
     if not variants.empty:
         caption += (" Panel (c): every write/search variant the paper-state run measured, beside "
                     "the paper's numbers (grey, memclaw.net).")
-    return _save(fig, out_dir, name, title, caption)
+    return _save(fig, out_dir, name, title, caption,
+                 ("leakage_get_exposure", "leakage_get_miss", "leakage_search_leak",
+                  "leakage_search_miss"))
 
 
 def fig3_search_latency(results: Results, out_dir: Path) -> FigureOutput:
@@ -129,7 +132,8 @@ def fig3_search_latency(results: Results, out_dir: Path) -> FigureOutput:
     return _distribution(name, title, out_dir, values.latency_ms,
                          results.measured_latency("leakage_search_latency", run.run_id),
                          "search latency (ms)", "search probes (count)", run,
-                         f"Answered search probes of the documented variant ({write} x {search}).")
+                         f"Answered search probes of the documented variant ({write} x {search}).",
+                         views=("leakage_probes", "leakage_search_latency"))
 
 
 def fig4_hop_latency(results: Results, out_dir: Path) -> FigureOutput:
@@ -162,7 +166,8 @@ def fig4_hop_latency(results: Results, out_dir: Path) -> FigureOutput:
                f"fetch. All hops p50/p95/p99 = "
                + "/".join(f"{q[k]:,.0f}" for k in ("p50", "p95", "p99") if k in q)
                + f" ms. {CROSS_RUN_LATENCY_NOTE}")
-    return _save(fig, out_dir, name, title, caption)
+    return _save(fig, out_dir, name, title, caption,
+                 ("provenance_walk_fetches", "provenance_hop_latency"))
 
 
 def fig5_visibility(results: Results, out_dir: Path) -> FigureOutput:
@@ -189,7 +194,7 @@ def fig5_visibility(results: Results, out_dir: Path) -> FigureOutput:
                + " per profile. Rate = facts the reader found by search over probes. Sibling "
                "readers should see the fact; foreign readers should not (a foreign bar above 0 "
                "is a leak).")
-    return _save(fig, out_dir, name, title, caption)
+    return _save(fig, out_dir, name, title, caption, ("propagation_visibility_by_relation",))
 
 
 def fig6_window(results: Results, out_dir: Path) -> FigureOutput:
@@ -212,7 +217,8 @@ def fig6_window(results: Results, out_dir: Path) -> FigureOutput:
            title=f"{run.profile} ({run.target_kind})")
     caption = (f"Each dot is one window fact (n = {len(values)}), sorted by time to visible; "
                f"run {run.run_id}. Lines: p50/p95/max of the window latency view.")
-    return _save(fig, out_dir, name, title, caption)
+    return _save(fig, out_dir, name, title, caption,
+                 ("propagation_window_facts", "propagation_window_latency"))
 
 
 def fig7_write_latency(results: Results, out_dir: Path) -> FigureOutput:
@@ -232,7 +238,8 @@ def fig7_write_latency(results: Results, out_dir: Path) -> FigureOutput:
                          "admitted writes (count, stacked)", run,
                          "Bars stack the two kinds of admitted write: "
                          + ", ".join(f"{k} {v}" for k, v in sorted(split.items())) + ".",
-                         hue=writes.write)
+                         hue=writes.write,
+                         views=("contradiction_write_latencies", "contradiction_write_latency"))
 
 
 FIGURES: dict[str, Callable[[Results, Path], FigureOutput]] = {
@@ -341,7 +348,8 @@ def _bars_with_ci(ax, frame: pd.DataFrame, x: str, x_order: list[str], hue: str,
 
 def _distribution(name: str, title: str, out_dir: Path, values: pd.Series,
                   marks: dict[str, float] | None, xlabel: str, ylabel: str, run,
-                  what: str, hue: pd.Series | None = None) -> FigureOutput:
+                  what: str, hue: pd.Series | None = None,
+                  views: tuple[str, ...] = ()) -> FigureOutput:
     """A histogram with the p50 and p95 of the latency view marked; a long tail (max beyond
     TAIL_CUT_FACTOR x p99) is cut at the p99 and the caption says what was cut."""
     frame = pd.DataFrame({"value": values.to_numpy(dtype=float)})
@@ -366,7 +374,7 @@ def _distribution(name: str, title: str, out_dir: Path, values: pd.Series,
         beyond = int((frame.value > cut_at).sum())
         caption += (f" Axis cut at {cut_at:,} ms (just above the p99): {beyond} value(s) beyond "
                     f"it are not drawn, the largest {top:,.0f} ms; p50/p95 use all n.")
-    return _save(fig, out_dir, name, title, caption)
+    return _save(fig, out_dir, name, title, caption, views)
 
 
 def _percentile_marks(ax, marks: dict[str, float] | None, keys: tuple[str, ...],
@@ -386,7 +394,8 @@ def _percentile_marks(ax, marks: dict[str, float] | None, keys: tuple[str, ...],
         ax.legend(handles, labels, title=title or None, loc=loc, frameon=True)
 
 
-def _save(fig, out_dir: Path, name: str, title: str, caption: str) -> FigureOutput:
+def _save(fig, out_dir: Path, name: str, title: str, caption: str,
+          views: tuple[str, ...] = ()) -> FigureOutput:
     fig.suptitle(title, fontweight="bold")
     width_chars = int(fig.get_figwidth() * 15)
     fig.supxlabel("\n".join(textwrap.wrap(caption, width_chars)), x=0.01, ha="left",
@@ -401,7 +410,7 @@ def _save(fig, out_dir: Path, name: str, title: str, caption: str) -> FigureOutp
         else:
             _save_png(fig, path)
     plt.close(fig)
-    return FigureOutput(name, title, paths, caption=caption)
+    return FigureOutput(name, title, paths, caption=caption, views=views)
 
 
 def _save_png(fig, path: Path) -> None:

@@ -298,7 +298,7 @@ def _figure(name: str, figure, out_dir: Path) -> str:
     return (f"<figure id='fig-{_e(name)}'><img src='{_e(src)}' "
             f"alt='{_e(figure.title)}. {_e(figure.caption)}'>"
             f"<figcaption><strong>{_e(figure.title)}</strong> ({links.strip()})"
-            "</figcaption></figure>")
+            f"</figcaption>{_sql(figure)}</figure>")
 
 
 def _table(name: str, table, out_dir: Path) -> str:
@@ -317,7 +317,7 @@ def _table(name: str, table, out_dir: Path) -> str:
 
 
 def _sql(table) -> str:
-    """The metric views the table is computed from, folded (text of metrics.sql)."""
+    """The metric views a table or figure is computed from, folded (text of metrics.sql)."""
     return sql_views.details_html(getattr(table, "views", ()))
 
 
