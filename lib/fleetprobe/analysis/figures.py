@@ -88,6 +88,8 @@ def fig2_leakage_envelope(results: Results, out_dir: Path) -> FigureOutput:
                ylim=(0, 1.18))
         handles, labels = ax.get_legend_handles_labels()
         ax.get_legend().remove()
+    for key in "ab"[len(panels):]:
+        axd[key].axis("off")  # a path the runs did not probe
     legend_ax = axd["legend"]
     legend_ax.axis("off")
     legend_ax.add_artist(legend_ax.legend(handles, labels, title="profile (panels a, b)",
@@ -280,8 +282,8 @@ def _search_variants(results: Results) -> pd.DataFrame:
     rates = results.rates[(results.rates.run_id == run.run_id)
                           & results.rates.metric.isin(["leakage_search_leak",
                                                        "leakage_search_miss"])]
-    pairs = sorted(set(zip(rates.variant_write.dropna(), rates.variant_search.dropna(),
-                           strict=False)),
+    rates = rates[rates.variant_write.notna() & rates.variant_search.notna()]
+    pairs = sorted(set(zip(rates.variant_write, rates.variant_search, strict=True)),
                    key=lambda p: (p != results.headline_variant, p))
     if len(pairs) < 2:
         return pd.DataFrame()
