@@ -38,6 +38,7 @@ help:
 	@echo "make lab             JupyterLab on notebooks/ at 127.0.0.1:$(LAB_PORT)"
 	@echo "make lock            refresh $(LOCK) from pyproject.toml"
 	@echo "make benchmarks      server and harness benchmarks (print figures)"
+	@echo "make test-browser    reports/index.html in headless Chromium (installs chromium, playwright)"
 
 # Installs exactly the versions in the lock (with hashes), then the kit itself without deps.
 $(STAMP): pyproject.toml $(LOCK)
@@ -134,3 +135,12 @@ test-embed: $(STAMP)
 embed-ablation: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[embed]'
 	HF_HUB_OFFLINE=1 $(PY) -m fleetprobe batch params/embed-ablation.yaml
+# Reviewer view (issue 8): reports/index.html in a real headless Chromium. Installs Debian's
+# chromium when /usr/bin/chromium is missing and Playwright's Python package (which drives
+# that binary; no `playwright install`), then runs the tests marked `browser`.
+.PHONY: test-browser
+test-browser: $(STAMP)
+	@test -x /usr/bin/chromium || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
+	$(PY) -m pip install --quiet playwright
+	FLEETPROBE_REQUIRE_BROWSER=1 $(PY) -m pytest -q -m browser tests/browser

@@ -52,3 +52,18 @@ def test_every_committed_figure_is_regenerated(regenerated: Path) -> None:
     # Names only: pixels depend on the installed matplotlib and fonts, numbers do not.
     assert sorted(p.name for p in (COMMITTED / "figures").iterdir()) == \
         sorted(p.name for p in (regenerated / "figures").iterdir())
+
+
+def test_committed_page_has_the_verdicts_the_traces_give(regenerated: Path) -> None:
+    """index.html's verdict table is the one the traces give (links to the trace folders are
+    relative to the page, so they are compared as seen from reports/)."""
+    import os
+
+    def verdicts(page: Path, traces_link: str) -> str:
+        text = page.read_text().replace(traces_link, "../data/traces")
+        start = text.index("<h2 id='verdict'>")
+        return text[start:text.index("<h2", start + 1)]
+
+    fresh = Path(os.path.relpath(TRACES.resolve(), regenerated.resolve())).as_posix()
+    assert verdicts(regenerated / "index.html", fresh) == \
+        verdicts(COMMITTED / "index.html", "../data/traces")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from fleetprobe.analysis.basis import scenario_detection
 from fleetprobe.analysis.results import ABLATION, PROFILES, Results
 from fleetprobe.analysis.stats import Rate, fmt_count, fmt_rate
 
@@ -56,6 +57,9 @@ def contradiction_rows(results: Results) -> list[RunRow]:
             "contradiction_writes_succeeded", "contradiction_both_admitted",
             "contradiction_detection_all", "contradiction_detection_both_admitted"))
         row.rejections = results.reject_reasons(run.run_id)
+        for scenario in ("sequential", "concurrent"):
+            row.rates[f"detection_{scenario}"] = scenario_detection(results, run.run_id,
+                                                                    scenario)
         rows.append(row)
     return rows
 
@@ -110,7 +114,8 @@ def contradiction_frame(rows: list[RunRow]) -> pd.DataFrame:
     reasons = [r for r in REJECT_REASONS if r in seen] + sorted(seen - set(REJECT_REASONS))
     columns = ["profile", "role", "prose_diversity", "pair_prose", "writer_assignment",
                "writes admitted", *(f"rejected {r}" for r in reasons), "both admitted",
-               "detection (all)", "detection (both admitted)", "run_id"]
+               "detection (all)", "detection (both admitted)", "detection (sequential pair)",
+               "detection (concurrent pair)", "run_id"]
     return pd.DataFrame([{
         "profile": r.profile, "role": r.role, **r.knobs,
         "writes admitted": fmt_count(r.rates["contradiction_writes_succeeded"]),
@@ -118,6 +123,8 @@ def contradiction_frame(rows: list[RunRow]) -> pd.DataFrame:
         "both admitted": fmt_count(r.rates["contradiction_both_admitted"]),
         "detection (all)": fmt_rate(r.rates["contradiction_detection_all"]),
         "detection (both admitted)": fmt_rate(r.rates["contradiction_detection_both_admitted"]),
+        "detection (sequential pair)": fmt_rate(r.rates.get("detection_sequential")),
+        "detection (concurrent pair)": fmt_rate(r.rates.get("detection_concurrent")),
         "run_id": r.run_id} for r in rows], columns=columns)
 
 

@@ -8,26 +8,43 @@ from typing import Any
 import pandas as pd
 from IPython.display import HTML, Image, Markdown, display
 
+from fleetprobe.analysis.sql_views import details_html
+
 
 def show_notes(built: dict[str, Any]) -> None:
     if built["notes"]:
         display(Markdown("\n".join(f"- {note}" for note in built["notes"])))
 
 
-def show_table(built: dict[str, Any], name: str) -> None:
+def show_table(built: dict[str, Any], name: str, sql: bool = True) -> None:
+    """The table, its note and (unless sql=False) the metric views it is computed from."""
     table = built["tables"][name]
     if table.empty:
         display(Markdown(f"_{table.note}_"))
-        return
-    display(_html(table.frame, name))
-    if table.note:
-        display(Markdown(f"_{table.note}_"))
+    else:
+        display(_html(table.frame, name))
+        if table.note:
+            display(Markdown(f"_{table.note}_"))
+    if sql:
+        show_sql(built, name)
 
 
-def show_figure(built: dict[str, Any], name: str) -> None:
+def show_sql(built: dict[str, Any], name: str) -> None:
+    """The SQL views of metrics.sql a table is computed from, read from the file."""
+    views = built["tables"][name].views
+    if views:
+        display(HTML(details_html(views)))
+    else:
+        display(Markdown(f"_{name}: no metric view named for this table._"))
+
+
+def show_figure(built: dict[str, Any], name: str, sql: bool = True) -> None:
+    """The figure (its caption is drawn in it) and the metric views it draws."""
     figure = built["figures"][name]
     png = [p for p in figure.paths if p.suffix == ".png"]
     display(Image(filename=str(png[0])) if png else Markdown(f"_{figure.note}_"))
+    if sql and figure.views:
+        display(HTML(details_html(figure.views)))
 
 
 def show_verdicts(built: dict[str, Any], claim_ids: Iterable[str]) -> None:

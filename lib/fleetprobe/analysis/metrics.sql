@@ -439,3 +439,17 @@ WITH per_metric AS (
 SELECT r.run_id, r.experiment, r.profile, r.target_kind, l.variant_write, l.variant_search,
        l.metric, l.n, l.p50, l.p95, l.p99, l.max
 FROM per_metric l JOIN runs r USING (run_id);
+
+-- ---------------------------------------------------------------------------------------
+-- Reviewer view (what matches by construction; analysis/basis.py)
+-- ---------------------------------------------------------------------------------------
+
+-- detection by scenario: the sequential pair (second write after the first was answered) and
+-- the concurrent pair (both writes in flight together); under the headline workload the
+-- concurrent pair repeats the sequential pair's sentences, so its path is exercised only
+-- where the prose differs (prose_diversity high)
+CREATE VIEW contradiction_detection_by_scenario AS
+SELECT run_id, scenario, count(*) FILTER (WHERE detected) AS numerator,
+       count(*) FILTER (WHERE detected IS NOT NULL) AS denominator,
+       count(*) FILTER (WHERE both_admitted) AS both_admitted
+FROM contradiction_checks GROUP BY ALL;

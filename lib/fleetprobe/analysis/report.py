@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fleetprobe.analysis import figures, tables, verdict
+from fleetprobe.analysis import figures, html_report, tables, verdict
 from fleetprobe.analysis.results import Results
 
 
 def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None,
           ) -> dict[str, Any]:
-    """Write reports/tables, reports/figures and reports/REPRODUCTION.md; return what was
-    written, the verdicts and a note for everything that could not be drawn."""
+    """Write reports/tables, reports/figures, reports/REPRODUCTION.md and reports/index.html;
+    return what was written, the verdicts and a note for everything that could not be drawn."""
     out_dir = Path(out_dir)
     results = Results.load(Path(traces_root), run_ids)
     try:
@@ -42,7 +42,7 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
         if results.runs.empty:
             notes.insert(0, f"No runs found under {traces_root}: run an experiment first "
                             "(make reproduce) or point --traces at a directory of runs.")
-        return {
+        built = {
             "traces_root": Path(traces_root),
             "out_dir": out_dir,
             "tables": {t.name: t for t in table_list},
@@ -53,6 +53,8 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
             "canonical": results.canonical,
             "notes": notes,
         }
+        built["index"] = html_report.write_index(built)
+        return built
     finally:
         results.con.close()
 
@@ -80,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         counts[v.status] = counts.get(v.status, 0) + 1
     print(f"wrote {built['reproduction']}: " +
           ", ".join(f"{n} {status}" for status, n in counts.items()))
-    print(f"tables in {args.out / 'tables'}, figures in {args.out / 'figures'}")
+    print(f"tables in {args.out / 'tables'}, figures in {args.out / 'figures'}, "
+          f"page {built['index']}")
     for note in built["notes"]:
         print(f"note: {note}")
     return 0

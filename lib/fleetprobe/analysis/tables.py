@@ -6,7 +6,7 @@ in a table is the number in REPRODUCTION.md and in the run's summary.csv.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -25,6 +25,8 @@ class Table:
     title: str
     frame: pd.DataFrame
     note: str = ""
+    # the metric views of metrics.sql the table is computed from (shown beside it)
+    views: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -50,7 +52,12 @@ def write_table(table: Table, out_dir: Path) -> list[Path]:
 def build_tables(results: Results, verdict_list: list[verdicts.Verdict] | None = None,
                  ) -> list[Table]:
     judged = verdict_list if verdict_list is not None else verdicts.judge_all(results)
-    return [table2(judged), table3(results), reprobe(results), profiles(results),
+    claim_views = tuple(dict.fromkeys(c["metric"] for c in results.claims))
+    return [replace(table2(judged), views=tuple(
+                dict.fromkeys(c["metric"] for c in results.claims
+                              if not c["id"].startswith(TABLE2_EXCLUDED_PREFIXES)))),
+            table3(results), reprobe(results),
+            replace(profiles(results), views=claim_views),
             search_leak_hypothesis(results), contradiction_admission(results),
             redistribute(results), ablation_pacing(results), ablation_contradiction(results)]
 
@@ -66,14 +73,17 @@ def write_tables(results: Results, out_dir: Path,
 def table2(judged: list[verdicts.Verdict]) -> Table:
     """Table 2, every row: the paper's value, the reproduced one, the verdict and the run."""
     rows = [{"experiment": v.claim_id.split("_", 1)[0], "metric": v.label, "paper": v.paper,
-             "reproduced": v.measured, "verdict": v.status, "run": ", ".join(v.run_ids)}
+             "reproduced": v.measured, "verdict": v.status, "basis": v.basis,
+             "run": ", ".join(v.run_ids)}
             for v in judged if not v.claim_id.startswith(TABLE2_EXCLUDED_PREFIXES)]
     return Table("table2", "Table 2: headline results, paper vs reproduction",
                  pd.DataFrame(rows),
                  "Rates k/n = value [95% Wilson CI]; latencies in ms. Each row is the canonical "
                  "run of the paper's state (profile memclaw-2026-05-30); leakage rows use the "
                  "documented variant (fleet_id x fleet_ids), the other variants are in the "
-                 "search-leak hypothesis table.")
+                 "search-leak hypothesis table. basis: what a reproduced row rests on "
+                 "(mechanism, workload construction, interval overlap only); REPRODUCTION.md "
+                 "gives the reason for each.")
 
 
 def table3(results: Results) -> Table:
@@ -88,7 +98,8 @@ def table3(results: Results) -> Table:
             ["profile", "credential", "trust", "relation", "expected", "result", "run_id"]]
     return Table("table3", "Table 3: agent-scoped GET-by-id probe", frame,
                  _empty_note(frame, "no leakage run with agent_probe events") or
-                 "Paper (2026-05-30): every row HTTP 200, including trust-1 cross-fleet.")
+                 "Paper (2026-05-30): every row HTTP 200, including trust-1 cross-fleet.",
+                 ("leakage_table3",))
 
 
 def reprobe(results: Results) -> Table:
@@ -98,14 +109,20 @@ def reprobe(results: Results) -> Table:
     if not frame.empty:
         frame["returned"] = [_k_of_n(k, n) for k, n in zip(frame.returned, frame.probes,
                                                            strict=True)]
-        frame["paper (2026-05-31)"] = [paper.get((t, r), "") for t, r in
-                                       zip(frame.trust, frame.relation, strict=True)]
+        frame["paper (2026-05-31)"] = [
+            paper.get((t, r), "not reported (the paper's 12/12 is the trust-1 half)"
+                      if r == "same_fleet" else "") for t, r in
+            zip(frame.trust, frame.relation, strict=True)]
         frame = _readable_trust_and_relation(frame.sort_values(["profile", "trust", "relation"]))[
             ["profile", "trust", "relation", "expected", "returned", "leaks", "statuses",
              "paper (2026-05-31)", "run_id"]]
     return Table("reprobe", "Remediation re-probe counts (paper 9.1)", frame,
                  _empty_note(frame, "no leakage run with reprobe events") or
-                 "Paper: total leaks 0/96.")
+                 "Paper: total leaks 0/96. The paper's 12/12 same-fleet controls are the "
+                 "trust-1 half of the 24 same-fleet probes (4 fleets x 3 rows at trust 1 and "
+                 "at trust 2); the trust-2 half is measured here but has no paper value, and "
+                 "96 = 36 + 36 + 12 + 12 counts both halves.",
+                 ("leakage_reprobe",))
 
 
 def profiles(results: Results) -> Table:
@@ -117,14 +134,20 @@ def profiles(results: Results) -> Table:
     for claim in results.claims:
         if claim["kind"] not in ("rate", "latency", "admission"):
             continue
-        row = {"metric": claim["label"], "paper": verdicts.paper_text(claim)}
+        label = claim["label"] + (" [own run; not compared]" if claim["kind"] == "latency"
+                                  else "")
+        row = {"metric": label, "paper": verdicts.paper_text(claim)}
         for profile in columns:
             row[profile] = _measured_text(results, claim, profile)
         rows.append(row)
     frame = pd.DataFrame(rows) if columns else pd.DataFrame()
     return Table("profiles", "Profiles side by side (each from its canonical run)", frame,
                  _empty_note(frame, "no runs in the traces") or
-                 "The paper column is the 2026-05-30 measurement (re-probe rows: 2026-05-31).")
+                 "The paper column is the 2026-05-30 measurement (re-probe rows: 2026-05-31). "
+                 "Latency rows are not a comparison between profiles: each column is its own "
+                 "run, taken at another time under different load on a shared machine, and no "
+                 "two profiles were timed under the same conditions (Fig. 4 draws one run for "
+                 "that reason); none is comparable with the paper's memclaw.net latencies.")
 
 
 def redistribute(results: Results) -> Table:
@@ -144,7 +167,8 @@ def redistribute(results: Results) -> Table:
         frame = frame.rename(columns={"trust": "requester trust"})
     return Table("redistribute", "Redistribute: rows re-homed, by requester trust and relation",
                  frame, _empty_note(frame, "no propagation run with redistribute events") or
-                 "Paper 9.3: POST /memories/redistribute requires trust_level >= 3.")
+                 "Paper 9.3: POST /memories/redistribute requires trust_level >= 3. "
+                 + _probed_trusts(frame), ("propagation_redistribute",))
 
 
 def search_leak_hypothesis(results: Results) -> Table:
@@ -152,7 +176,8 @@ def search_leak_hypothesis(results: Results) -> Table:
     return Table("search_leak_hypothesis",
                  "Search-leak hypothesis: variant_write x variant_search", frame,
                  _empty_note(frame, "no leakage run with search probes") or
-                 "Paper 8.1: search leak 72/164, search miss 4/28.")
+                 "Paper 8.1: search leak 72/164, search miss 4/28.",
+                 ("leakage_search_leak", "leakage_search_miss"))
 
 
 def contradiction_admission(results: Results) -> Table:
@@ -160,7 +185,8 @@ def contradiction_admission(results: Results) -> Table:
     return Table("contradiction_admission",
                  "Contradiction write admission: outcome by prose diversity", frame,
                  _empty_note(frame, "no contradiction run in the traces") or
-                 "Paper 8: 206/400 rejected 409, dominated by exact-content duplicates.")
+                 "Paper 8: 206/400 rejected 409, dominated by exact-content duplicates.",
+                 ("contradiction_admission",))
 
 
 def ablation_pacing(results: Results) -> Table:
@@ -170,7 +196,9 @@ def ablation_pacing(results: Results) -> Table:
                  _empty_note(frame, "no provenance run in the traces") or
                  "Paper 8: pacing writes at 8/s, below the 10/s ceiling, reconstructs 50/50 "
                  "chains; unthrottled runs lost chains to 429. Chains complete k/n = value "
-                 "[95% Wilson CI].")
+                 "[95% Wilson CI].",
+                 ("provenance_writes_admitted", "provenance_rate_limited",
+                  "provenance_completeness"))
 
 
 def ablation_contradiction(results: Results) -> Table:
@@ -181,7 +209,13 @@ def ablation_contradiction(results: Results) -> Table:
                  _empty_note(frame, "no contradiction run in the traces") or
                  "Headline: prose_diversity low, pair_prose frames, writer_assignment per_fact. "
                  "Paper 9.2: with value_only prose the near-duplicate gate rejects the second "
-                 "write before the detector sees it. Detection k/n = value [95% Wilson CI].")
+                 "write before the detector sees it. Detection k/n = value [95% Wilson CI]. "
+                 "Under the headline prose the concurrent pair repeats the sequential pair's "
+                 "sentences and is rejected as exact duplicates, so its detection path is "
+                 "exercised only where prose_diversity is high.",
+                 ("contradiction_admission", "contradiction_writes_succeeded",
+                  "contradiction_both_admitted", "contradiction_detection_all",
+                  "contradiction_detection_both_admitted", "contradiction_detection_by_scenario"))
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -210,6 +244,18 @@ def _readable_trust_and_relation(frame: pd.DataFrame) -> pd.DataFrame:
     frame["trust"] = [("-" if pd.isna(t) else str(int(t))) for t in frame.trust]
     frame["relation"] = frame.relation.fillna("tenant-wide")
     return frame
+
+
+def _probed_trusts(frame: pd.DataFrame) -> str:
+    """Which requester trust levels the runs probed, and what that can and cannot show."""
+    levels = sorted({int(t) for t in frame["requester trust"] if t != "-"})
+    if not levels:
+        return ""
+    text = f"Probed at requester trust {', '.join(map(str, levels))} only"
+    if max(levels) < 3:
+        text += (f": a denial below trust 3 is consistent with the paper's threshold but does "
+                 f"not locate it (no probe at trust {max(levels) + 1}-3)")
+    return text + "."
 
 
 def _k_of_n(k: int, n: int) -> str:

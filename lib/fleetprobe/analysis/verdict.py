@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from fleetprobe.analysis import ablations, embedder_report, live_targets
+from fleetprobe.analysis import ablations, basis, embedder_report, live_targets
 from fleetprobe.analysis.results import ABLATION, PAPER_SCALE, Results
 from fleetprobe.analysis.stats import Rate, fmt_count, fmt_counts, fmt_rate, rate
 
@@ -38,6 +38,9 @@ class Verdict:
     status: str
     reason: str
     run_ids: list[str] = field(default_factory=list)
+    # what a reproduced claim rests on (analysis/basis.py): mechanism, workload construction
+    # or interval overlap only; "-" for a claim that is not reproduced
+    basis: str = basis.NO_BASIS
 
 
 # ------------------------------------------------------------------------------ formatting
@@ -87,6 +90,11 @@ def judge(results: Results, claim: dict[str, Any], label: str | None = None) -> 
         return base
     base.run_ids = [run.run_id]
     judged = JUDGES[claim["kind"]](results, claim, run, base)
+    if judged.status == REPRODUCED:
+        measured = (results.measured_rate(claim["metric"], run.run_id)
+                    if claim["kind"] in ("rate", "admission") else None)
+        judged.basis, why = basis.basis_of(results, claim, run.run_id, measured)
+        judged.reason = f"{judged.reason}; {judged.basis}: {why}"
     if run.basis != PAPER_SCALE and judged.status != NOT_MEASURED:
         judged.reason = f"{judged.reason}; {run.basis}"
     return judged
@@ -292,7 +300,10 @@ def render_reproduction(results: Results, verdicts: list[Verdict]) -> str:
         "# Paper versus reproduction",
         "",
         f"Generated from the traces by `fleetprobe.analysis` ({summary}). Rates are "
-        "`reproduced` when the paper's and the measured 95% Wilson intervals overlap; "
+        "`reproduced` when the paper's and the measured 95% Wilson intervals overlap, and the "
+        "`basis` column says what a reproduced claim rests on: `mechanism` (the server's rule "
+        "gives the paper's count), `workload construction` (the workload fixes the number, "
+        "whatever the system does) or `interval overlap only` (the point estimates differ); "
         "latencies follow the latency rule below. Each claim is "
         "compared with the canonical run for its experiment and profile "
         "(latest complete run at paper scale with the paper's configuration, "
@@ -300,7 +311,7 @@ def render_reproduction(results: Results, verdicts: list[Verdict]) -> str:
         "other target label (a live endpoint, another engine) is judged against each claim "
         "its runs measure, in rows of its own.",
         "",
-        claims[["claim", "profile", "paper", "measured", "status", "reason", "runs"]]
+        claims[["claim", "profile", "paper", "measured", "status", "basis", "reason", "runs"]]
         .to_markdown(index=False),
         "",
         "## Search-leak hypothesis (paper 8.1; docs/search-leak.md)",

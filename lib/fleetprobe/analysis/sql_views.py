@@ -1,0 +1,84 @@
+"""The text of the metric views, read from metrics.sql, so a notebook or the HTML page can show
+the query behind every table without the reader opening the file.
+
+`excerpt(["leakage_reprobe"])` gives each named view with the comment above it and, before
+it, every view it reads from (down to the `events` and `manifests` tables).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+
+from fleetprobe.analysis.db import METRICS_SQL
+
+_CREATE = re.compile(r"^CREATE VIEW\s+(\w+)\s+AS\b", re.MULTILINE | re.IGNORECASE)
+_BANNER = re.compile(r"^--\s*-{10,}\s*$")
+
+
+@cache
+def view_statements(path: Path = METRICS_SQL) -> dict[str, str]:
+    """{view name: its comment lines and CREATE VIEW statement}, in file order."""
+    lines = Path(path).read_text().splitlines()
+    views: dict[str, str] = {}
+    starts = [i for i, line in enumerate(lines) if _CREATE.match(line)]
+    for i in starts:
+        name = _CREATE.match(lines[i])[1]
+        top = i
+        while top > 0 and lines[top - 1].startswith("--") and not _BANNER.match(lines[top - 1]):
+            top -= 1
+        end = i
+        while end < len(lines) and not lines[end].rstrip().endswith(";"):
+            end += 1
+        views[name] = "\n".join(lines[top:end + 1])
+    return views
+
+
+def dependencies(name: str, statements: dict[str, str] | None = None) -> list[str]:
+    """The views `name` reads from, recursively, each before the views that read it."""
+    statements = statements if statements is not None else view_statements()
+    ordered: list[str] = []
+
+    def visit(view: str, seen: tuple[str, ...]) -> None:
+        body = _CREATE.split(statements.get(view, ""), maxsplit=1)[-1]
+        for other in statements:
+            if other != view and other not in seen and \
+                    re.search(rf"\b(?:FROM|JOIN)\s+{re.escape(other)}\b", body, re.IGNORECASE):
+                visit(other, (*seen, view))
+        if view not in ordered:
+            ordered.append(view)
+
+    visit(name, ())
+    return ordered[:-1]
+
+
+def excerpt(names: Iterable[str], statements: dict[str, str] | None = None) -> str:
+    """The SQL of the named views and of the views they read from, dependencies first; a name
+    metrics.sql does not define is listed as such."""
+    statements = statements if statements is not None else view_statements()
+    shown: list[str] = []
+    missing: list[str] = []
+    for name in dict.fromkeys(names):
+        if name not in statements:
+            missing.append(name)
+            continue
+        for view in (*dependencies(name, statements), name):
+            if view not in shown:
+                shown.append(view)
+    parts = [statements[v] for v in shown]
+    if missing:
+        parts.append("-- not a view of metrics.sql: " + ", ".join(missing))
+    return "\n\n".join(parts)
+
+
+def details_html(views: Iterable[str]) -> str:
+    """A folded HTML block with the SQL of the views (see `excerpt`); "" when none is named."""
+    names = list(views)
+    if not names:
+        return ""
+    summary = ", ".join(f"<code>{html.escape(v)}</code>" for v in names)
+    return (f"<details class='sql'><summary>SQL: {summary} (metrics.sql)</summary>"
+            f"<pre><code>{html.escape(excerpt(names))}</code></pre></details>")

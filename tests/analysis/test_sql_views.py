@@ -1,0 +1,33 @@
+"""The SQL excerpts shown beside the tables are metrics.sql's own text."""
+
+from __future__ import annotations
+
+from fleetprobe.analysis import sql_views
+from fleetprobe.analysis.db import METRICS_SQL
+from fleetprobe.analysis.tables import build_tables
+
+
+def test_every_view_is_read_with_its_statement():
+    statements = sql_views.view_statements()
+    text = METRICS_SQL.read_text()
+    assert len(statements) == text.count("CREATE VIEW ")
+    for name, statement in statements.items():
+        assert statement in text, name
+        assert f"CREATE VIEW {name} AS" in statement and statement.rstrip().endswith(";")
+
+
+def test_an_excerpt_puts_the_views_read_from_first():
+    shown = sql_views.excerpt(["contradiction_write_latency"])
+    order = [shown.index(f"CREATE VIEW {v} AS") for v in
+             ("contradiction_writes", "contradiction_write_latencies",
+              "contradiction_write_latency")]
+    assert order == sorted(order)
+    assert "not a view of metrics.sql: nope" in sql_views.excerpt(["nope"])
+
+
+def test_every_table_names_views_metrics_sql_defines(results):
+    statements = sql_views.view_statements()
+    for table in build_tables(results):
+        assert table.views, table.name
+        assert set(table.views) <= set(statements), table.name
+        assert "CREATE VIEW" in sql_views.details_html(table.views)

@@ -1,0 +1,126 @@
+"""reports/index.html in a real headless Chromium (Debian's `chromium`, driven by Playwright's
+Python package; `make test-browser` installs both): the page loads from file:// with no
+console errors and no request leaving the file system, every image loads, and the verdict
+table has one row per claim. A screenshot is kept in build/browser/ (gitignored).
+
+Skipped when Chromium or Playwright is missing, unless FLEETPROBE_REQUIRE_BROWSER=1 (set by
+`make test-browser`), where a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fleetprobe.analysis import report
+from fleetprobe.analysis.results import load_paper_values
+
+REPO = Path(__file__).resolve().parents[2]
+TRACES = REPO / "data" / "traces"
+COMMITTED = REPO / "reports"
+ARTEFACTS = REPO / "build" / "browser"
+CHROMIUM = Path(os.environ.get("FLEETPROBE_CHROMIUM", "/usr/bin/chromium"))
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.browser
+
+
+def _require_browser():
+    required = os.environ.get("FLEETPROBE_REQUIRE_BROWSER") == "1"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if required:
+            pytest.fail("the playwright package is not installed (make test-browser)")
+        pytest.skip("playwright not installed: run make test-browser")
+    if not CHROMIUM.is_file():
+        if required:
+            pytest.fail(f"{CHROMIUM} is missing (make test-browser installs Debian's chromium)")
+        pytest.skip(f"{CHROMIUM} missing: run make test-browser")
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def browser_page(tmp_path_factory):
+    """open(path, shot) -> what the page showed, in a fresh Chromium profile."""
+    sync_playwright = _require_browser()
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), headless=True, args=FLAGS,
+            viewport={"width": 1400, "height": 1000})
+        try:
+            def open_page(path: Path, shot: str) -> dict:
+                page = context.new_page()
+                errors: list[str] = []
+                outside: list[str] = []
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error"
+                        else None)
+                page.on("pageerror", lambda e: errors.append(str(e)))
+
+                def only_files(route):
+                    if route.request.url.startswith(("file:", "data:")):
+                        route.continue_()
+                    else:
+                        outside.append(route.request.url)
+                        route.abort()
+
+                page.route("**/*", only_files)
+                page.goto(path.resolve().as_uri(), wait_until="load")
+                images = page.evaluate(
+                    "Array.from(document.images).map(i => [i.getAttribute('src'), "
+                    "i.complete && i.naturalWidth])")
+                shown = {
+                    "errors": errors, "outside": outside, "images": images,
+                    "claims": page.locator("#verdict-table tbody tr.claim").count(),
+                    "statuses": page.locator("#verdict-table td.status").all_inner_texts(),
+                    "title": page.title(),
+                }
+                ARTEFACTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(ARTEFACTS / shot), full_page=True)
+                page.close()
+                return shown
+            yield open_page
+        finally:
+            context.close()
+
+
+def _check(shown: dict, claims: int) -> None:
+    assert shown["errors"] == []
+    assert shown["outside"] == [], "the page must not reach the network"
+    assert all(width for _, width in shown["images"]), \
+        [src for src, width in shown["images"] if not width]
+    assert shown["claims"] == claims
+    assert set(shown["statuses"]) <= {"reproduced", "differs", "not comparable", "not measured"}
+
+
+@pytest.mark.skipif(not any(TRACES.glob("*/manifest.json")), reason="no committed traces")
+def test_a_fresh_report_renders_in_chromium(browser_page, tmp_path):
+    out = tmp_path / "reports"
+    built = report.build(TRACES, out)
+    shown = browser_page(built["index"], "index.png")
+    _check(shown, len(built["verdicts"]))
+    assert len(shown["images"]) == sum(bool(f.paths) for f in built["figures"].values()) > 0
+    assert "paper versus reproduction" in shown["title"]
+
+
+def test_the_page_of_no_runs_renders_too(browser_page, tmp_path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    built = report.build(traces, tmp_path / "reports")
+    shown = browser_page(built["index"], "index-no-runs.png")
+    _check(shown, len(load_paper_values()["claims"]))
+    assert shown["images"] == []
+
+
+@pytest.mark.skipif(not (COMMITTED / "index.html").is_file(), reason="no committed page")
+def test_the_committed_page_renders_in_chromium(browser_page, tmp_path):
+    copy = tmp_path / "reports"
+    shutil.copytree(COMMITTED, copy, ignore=shutil.ignore_patterns("*.ipynb"))
+    shown = browser_page(copy / "index.html", "committed-index.png")
+    _check(shown, len(load_paper_values()["claims"]))
+    assert shown["images"]
