@@ -49,6 +49,37 @@ def test_faults_smoke_run_is_green_on_every_governed_profile(
     assert checks["failures_accounted"]["checked"] > 0
     assert checks["bounded_staleness"]["checked"] > 0
     assert not scan_for_secrets(run_dir, set(target.secrets))
+    # the report's faults table shows the run, from the traces alone
+    frame = _faults_frame(traces_root)
+    row = frame.set_index("profile").loc[profile]
+    assert row["checkers green"] == "6/6" and row["violations"] == "none"
+    assert row["faults injected"] == sum(v for k, v in faults.items() if k != "restart")
+    assert row["run"] == run_dir.name and row["kill -9 (down ms)"].startswith("1 (")
+
+
+def _faults_frame(traces_root: Path) -> Any:
+    from fleetprobe.analysis.faults_report import faults_frame
+    from fleetprobe.analysis.results import Results
+
+    results = Results.load(traces_root)
+    try:
+        return faults_frame(results)
+    finally:
+        results.con.close()
+
+
+def test_faults_table_says_when_there_are_no_runs(tmp_path: Path) -> None:
+    from fleetprobe.analysis.faults_report import NO_RUNS, faults_table, markdown_section
+    from fleetprobe.analysis.results import Results
+
+    (tmp_path / "traces").mkdir()
+    results = Results.load(tmp_path / "traces")
+    try:
+        table = faults_table(results)
+        assert table.empty and table.note == NO_RUNS
+        assert "No faults runs yet" in markdown_section(results)
+    finally:
+        results.con.close()
 
 
 def test_checkers_catch_duplicates_and_missing_supersession_on_a_flat_store(
@@ -66,3 +97,6 @@ def test_checkers_catch_duplicates_and_missing_supersession_on_a_flat_store(
     assert re.search(r"is stored [2-9] times", checks["no_duplicate_rows"]["examples"][0])
     assert not checks["one_active_head"]["ok"]
     assert checks["no_lost_writes"]["ok"] and checks["failures_accounted"]["ok"]
+    row = _faults_frame(traces_root).set_index("profile").loc["naive"]
+    assert row["checkers green"] == "4/6"
+    assert "no_duplicate_rows" in row["violations"] and "one_active_head" in row["violations"]
