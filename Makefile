@@ -74,3 +74,17 @@ docker-build:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache reference.db
+
+# Faults (issue 12): the workloads under injected faults and kill -9, judged by the history
+# checkers. `faults-smoke`: one tiny run. `faults`: params/reference/faults.yaml under every
+# governed profile the server defines, one after the other (each kills its own server).
+GOVERNED = $(shell $(PY) -c "from reference_server.profiles import PROFILES; \
+	print(' '.join(n for n, p in PROFILES.items() if p.governed))" 2>/dev/null)
+.PHONY: faults faults-smoke
+faults-smoke: $(STAMP)
+	$(PY) -m fleetprobe run faults --params params/smoke/faults.yaml
+faults: $(STAMP)
+	@for profile in $(GOVERNED); do \
+		$(PY) -m fleetprobe run faults --params params/reference/faults.yaml \
+			--set target.profile=$$profile || exit 1; \
+	done
