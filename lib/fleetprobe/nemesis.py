@@ -188,15 +188,16 @@ class FaultTransport(httpx.AsyncBaseTransport):
 
 
 class ServerNemesis:
-    """SIGKILL the bundled server at `kill_at_s` offsets from `run()`, wait `down_s`, start
-    it again on the same database and port; `on_fault` is told before the kill and after
-    the server answers health again. `stop()` cancels kills not yet begun (one in
-    progress always completes its restart)."""
+    """SIGKILL the bundled server at `kill_at_s` offsets from `run()` (but never sooner than
+    `min_uptime_s` after the previous restart, so outages do not merge on a slow machine),
+    wait `down_s`, start it again on the same database and port; `on_fault` is told before
+    the kill and after the server answers health again. `stop()` cancels kills not yet
+    begun (one in progress always completes its restart)."""
 
     def __init__(self, server: Any, kill_at_s: Sequence[float], down_s: float,
-                 on_fault: OnFault) -> None:
+                 on_fault: OnFault, min_uptime_s: float = 0.0) -> None:
         self.server, self.kill_at_s, self.down_s = server, sorted(kill_at_s), down_s
-        self.on_fault = on_fault
+        self.on_fault, self.min_uptime_s = on_fault, min_uptime_s
         self._stop = asyncio.Event()
         self.kills = 0
 
@@ -204,9 +205,10 @@ class ServerNemesis:
         self._stop.set()
 
     async def run(self) -> None:
-        started = time.monotonic()
+        started = up_since = time.monotonic()
         for offset in self.kill_at_s:
-            delay = offset - (time.monotonic() - started)
+            now = time.monotonic()
+            delay = max(offset - (now - started), up_since + self.min_uptime_s - now)
             if delay > 0:
                 try:
                     await asyncio.wait_for(self._stop.wait(), delay)
@@ -221,5 +223,6 @@ class ServerNemesis:
             await asyncio.to_thread(self.server.kill)
             await asyncio.sleep(self.down_s)
             await asyncio.to_thread(self.server.start)
+            up_since = time.monotonic()
             self.on_fault(f"{fault_id}r", Fault("restart", None, None,
                                                 (time.perf_counter() - down) * 1000), None, None)

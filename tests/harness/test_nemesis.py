@@ -4,6 +4,7 @@ test drives them against the real reference server)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import pytest
@@ -136,3 +137,48 @@ def test_client_retries_through_injected_faults_to_one_answer() -> None:
     result = asyncio.run(go())
     assert result.status == 201 and result.attempts == 3
     assert calls == ["k1", "k1", "k1"]  # the server saw every attempt, same key each time
+
+
+class FakeServer:
+    """Stands in for ReferenceServer: records kill / start calls and their times."""
+
+    def __init__(self, start_s: float = 0.0) -> None:
+        self.calls: list[tuple[str, float]] = []
+        self.start_s = start_s
+
+    def kill(self) -> None:
+        self.calls.append(("kill", time.monotonic()))
+
+    def start(self) -> None:
+        time.sleep(self.start_s)
+        self.calls.append(("start", time.monotonic()))
+
+
+def test_server_nemesis_kills_restarts_and_keeps_a_minimum_uptime() -> None:
+    from fleetprobe.nemesis import ServerNemesis
+
+    server, rec = FakeServer(start_s=0.05), Recorder()
+    nemesis = ServerNemesis(server, [0.0, 0.01], down_s=0.02, on_fault=rec.fault,
+                            min_uptime_s=0.2)
+    asyncio.run(nemesis.run())
+    assert [c for c, _ in server.calls] == ["kill", "start", "kill", "start"]
+    assert [f.kind for _, f in rec.faults] == ["kill", "restart", "kill", "restart"]
+    assert [i for i, _ in rec.faults] == ["k001", "k001r", "k002", "k002r"]
+    assert server.calls[2][1] - server.calls[1][1] >= 0.2  # up at least min_uptime_s
+    assert rec.faults[1][1].delay_ms >= 70  # down_s + the restart itself
+
+
+def test_server_nemesis_stop_cancels_kills_not_yet_begun() -> None:
+    from fleetprobe.nemesis import ServerNemesis
+
+    server, rec = FakeServer(), Recorder()
+    nemesis = ServerNemesis(server, [30.0], down_s=0.0, on_fault=rec.fault)
+
+    async def go() -> None:
+        task = asyncio.create_task(nemesis.run())
+        await asyncio.sleep(0.05)
+        nemesis.stop()
+        await asyncio.wait_for(task, 2)
+
+    asyncio.run(go())
+    assert server.calls == [] and rec.faults == []

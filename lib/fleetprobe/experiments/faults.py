@@ -74,6 +74,8 @@ class FaultsParams(ExperimentParams):
     # SIGKILL + restart of the bundled server at these offsets (s) from the workload start
     kill_at_s: list[float] = Field(default_factory=lambda: [2.0])
     down_s: float = Field(0.3, ge=0, le=10)
+    # a kill never comes sooner than this after the previous restart answered health
+    min_uptime_s: float = Field(3.0, ge=0)
     pace_writes_per_s: float | None = Field(8.0, gt=0)
     # false = writes carry no Idempotency-Key (an ablation: what retries do without one)
     idempotency_keys: bool = True
@@ -172,7 +174,8 @@ def build_nemesis(ctx: RunContext) -> Nemesis:
     client = make_client(ctx.target.base_url, cp, transport=transport)
     server = None
     if p.kill_at_s and ctx.target.server is not None:
-        server = ServerNemesis(ctx.target.server, p.kill_at_s, p.down_s, on_fault)
+        server = ServerNemesis(ctx.target.server, p.kill_at_s, p.down_s, on_fault,
+                               p.min_uptime_s)
     elif p.kill_at_s:
         ctx.trace.skip("kill", "the target is not a bundled server this run controls")
     return Nemesis(client, transport, server)
