@@ -184,6 +184,25 @@ def failures_accounted(events: list[Event], kill_slack_s: float = 2.0) -> CheckR
     return CheckResult("failures_accounted", len(failed), violations)
 
 
+def provenance_intact(events: list[Event]) -> CheckResult:
+    """Every acknowledged write that named a parent is stored still naming it
+    (`metadata.derived_from`), and the parent is stored too: no chain broken by a retry,
+    a replay or a restart."""
+    stored = {e["memory_id"]: e for e in _phase(events, "audit")}
+    linked = [e for e in _phase(events, "write") if e.get("acknowledged") and e.get("parent_id")]
+    violations = []
+    for e in linked:
+        row = stored.get(e["memory_id"])
+        if row is None:
+            continue  # no_lost_writes reports it
+        if row.get("parent_id") != e["parent_id"]:
+            violations.append(f"write {e['request_id']} ({e['memory_id']}) names parent "
+                              f"{row.get('parent_id')}, not {e['parent_id']}")
+        elif e["parent_id"] not in stored:
+            violations.append(f"write {e['request_id']}: parent {e['parent_id']} is not stored")
+    return CheckResult("provenance_intact", len(linked), violations)
+
+
 Checker = Callable[[list[Event]], CheckResult]
 
 
@@ -195,5 +214,6 @@ def check_all(events: list[Event], window_s: float, kill_slack_s: float) -> list
         supersession_acyclic(events),
         one_active_head(events),
         no_duplicate_rows(events),
+        provenance_intact(events),
         failures_accounted(events, kill_slack_s),
     ]

@@ -152,7 +152,8 @@ def test_failures_accounted() -> None:
 def test_check_all_runs_every_checker_in_order() -> None:
     names = [r.checker for r in check_all([], window_s=0.5, kill_slack_s=2.0)]
     assert names == ["no_lost_writes", "bounded_staleness", "supersession_acyclic",
-                     "one_active_head", "no_duplicate_rows", "failures_accounted"]
+                     "one_active_head", "no_duplicate_rows", "provenance_intact",
+                     "failures_accounted"]
     assert all(r.ok and r.checked == 0 for r in check_all([], 0.5, 2.0))
 
 
@@ -162,3 +163,19 @@ def test_a_kill_without_restart_covers_the_rest_of_the_run(fault_ts: str) -> Non
                attempt("w1", 1, None, 50.0, error="transport: ConnectError"),
                write("w1", None)]
     assert checkers.failures_accounted(history).ok
+
+
+def test_provenance_intact() -> None:
+    history = [write("w0", "m0"), write("w1", "m1", parent_id="m0"),
+               write("w2", "m2", parent_id="m1"),
+               ev("audit", memory_id="m0", parent_id=None),
+               ev("audit", memory_id="m1", parent_id="m0"),
+               ev("audit", memory_id="m2", parent_id="m1")]
+    result = checkers.provenance_intact(history)
+    assert result.ok and result.checked == 2
+    relinked = [*history[:4], ev("audit", memory_id="m1", parent_id="m9"), history[5]]
+    assert checkers.provenance_intact(relinked).violations == [
+        "write w1 (m1) names parent m9, not m0"]
+    orphaned = [*history[1:3], *history[4:]]  # the root row is gone
+    assert checkers.provenance_intact(orphaned).violations == [
+        "write w1: parent m0 is not stored"]

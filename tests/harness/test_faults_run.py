@@ -41,10 +41,11 @@ def test_faults_smoke_run_is_green_on_every_governed_profile(
     assert len(writes) == 4 * 3 + 3 * 3 and all(w["acknowledged"] for w in writes)
     assert any(w["attempts"] > 1 for w in writes)  # retries happened
     checks = {c["checker"]: c for c in events(run_dir, "check")}
-    assert len(checks) == 6
+    assert len(checks) == 7
     failed = {name: c["examples"] for name, c in checks.items() if not c["ok"]}
     assert not failed, failed
     assert checks["no_lost_writes"]["checked"] == len(writes)
+    assert checks["provenance_intact"]["checked"] == 3 * 2  # hops 1 and 2 of 3 chains
     assert checks["one_active_head"]["checked"] == 4
     assert checks["failures_accounted"]["checked"] > 0
     assert checks["bounded_staleness"]["checked"] > 0
@@ -52,7 +53,7 @@ def test_faults_smoke_run_is_green_on_every_governed_profile(
     # the report's faults table shows the run, from the traces alone
     frame = _faults_frame(traces_root)
     row = frame.set_index("profile").loc[profile]
-    assert row["checkers green"] == "6/6" and row["violations"] == "none"
+    assert row["checkers green"] == "7/7" and row["violations"] == "none"
     assert row["faults injected"] == sum(v for k, v in faults.items() if k != "restart")
     assert row["run"] == run_dir.name and row["kill -9 (down ms)"].startswith("1 (")
 
@@ -98,5 +99,5 @@ def test_checkers_catch_duplicates_and_missing_supersession_on_a_flat_store(
     assert not checks["one_active_head"]["ok"]
     assert checks["no_lost_writes"]["ok"] and checks["failures_accounted"]["ok"]
     row = _faults_frame(traces_root).set_index("profile").loc["naive"]
-    assert row["checkers green"] == "4/6"
+    assert row["checkers green"] == "5/7"
     assert "no_duplicate_rows" in row["violations"] and "one_active_head" in row["violations"]

@@ -12,7 +12,7 @@ from fleetprobe.analysis.results import Results
 from fleetprobe.analysis.tables import Table
 
 CHECKERS = ("no_lost_writes", "bounded_staleness", "supersession_acyclic", "one_active_head",
-            "no_duplicate_rows", "failures_accounted")
+            "no_duplicate_rows", "provenance_intact", "failures_accounted")
 NO_RUNS = ("No faults runs yet: run `make faults` (params/reference/faults.yaml under each "
            "governed profile, as params/extended.yaml lists them).")
 

@@ -18,7 +18,8 @@ answer must replay, not duplicate. Each acknowledged write is read back by id
 audits every stored row with a client no fault touches. The checkers
 (`fleetprobe.checkers`) then judge the recorded events only: no acknowledged write lost,
 bounded staleness, an acyclic supersession graph with one active head per subject and
-predicate, no duplicate row per write, every 5xx and reset accounted for.
+predicate, no duplicate row per write, every chain link stored as written, every 5xx and
+reset accounted for.
 """
 
 from __future__ import annotations
@@ -314,7 +315,7 @@ class Faults(Experiment):
 
     def planned_counts(self, plan: FaultsPlan, params: FaultsParams) -> dict[str, int]:
         writes = sum(len(s) for s in (*plan.facts, *plan.chains))
-        return {"write": writes, "read": writes, "check": 6}
+        return {"write": writes, "read": writes, "check": 7}
 
     def phases(self) -> list[Phase]:
         return [run_workloads, settle, audit]
