@@ -428,7 +428,7 @@ def _run_beside(api: Api, other: Api, row_id: str, method: str, path: str,
                                                other.tenant_id, row_id, send_heavy))
 
 
-def best_of_trials(run: object, trials: int = 3) -> tuple[float, list[httpx.Response]]:
+def best_of_trials(run: object, trials: int = 5) -> tuple[float, list[httpx.Response]]:
     """The smallest worst-case GET latency over a few trials. The test machine is shared:
     one trial's worst GET may include the OS scheduling other processes, which a second
     trial does not repeat; a stall inside the server shows in every trial."""
