@@ -135,6 +135,7 @@ test-embed: $(STAMP)
 embed-ablation: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[embed]'
 	HF_HUB_OFFLINE=1 $(PY) -m fleetprobe batch params/embed-ablation.yaml
+
 # Reviewer view (issue 8): reports/index.html in a real headless Chromium. Installs Debian's
 # chromium when /usr/bin/chromium is missing and Playwright's Python package (which drives
 # that binary; no `playwright install`), then runs the tests marked `browser`.
@@ -144,3 +145,17 @@ test-browser: $(STAMP)
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
 	$(PY) -m pip install --quiet playwright
 	FLEETPROBE_REQUIRE_BROWSER=1 $(PY) -m pytest -q -m browser tests/browser
+
+# Faults (issue 12): the workloads under injected faults and kill -9, judged by the history
+# checkers. `faults-smoke`: one tiny run. `faults`: params/reference/faults.yaml under every
+# governed profile the server defines, one after the other (each kills its own server).
+GOVERNED = $(shell $(PY) -c "from reference_server.profiles import PROFILES; \
+	print(' '.join(n for n, p in PROFILES.items() if p.governed))" 2>/dev/null)
+.PHONY: faults faults-smoke
+faults-smoke: $(STAMP)
+	$(PY) -m fleetprobe run faults --params params/smoke/faults.yaml
+faults: $(STAMP)
+	@for profile in $(GOVERNED); do \
+		$(PY) -m fleetprobe run faults --params params/reference/faults.yaml \
+			--set target.profile=$$profile || exit 1; \
+	done

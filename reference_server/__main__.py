@@ -97,6 +97,10 @@ def main(argv: list[str] | None = None) -> None:
                                      latency_model=args.latency_model, auth_mode=args.auth,
                                      gate_key=gate_key, embedder=args.embedder))
     bootstrap_tenant(state)
+    # CPU work (embedding, search scoring) runs in worker threads; a short GIL switch
+    # interval lets the event loop thread take the GIL back within ~1 ms, so one heavy
+    # request does not hold other tenants' requests (default 5 ms per hand-off).
+    sys.setswitchinterval(0.001)
     uvicorn.run(create_app(state), host=args.host, port=args.port, log_level=args.log_level,
                 access_log=args.log_level in ("info", "debug"))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -37,7 +38,8 @@ class EnvelopeResponse(JSONResponse):
     can always be rendered."""
 
     def render(self, content: Any) -> bytes:
-        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        return json.dumps(content, ensure_ascii=True, allow_nan=False,
+                          separators=(",", ":")).encode("ascii")
 
 
 class ApiError(Exception):
@@ -61,19 +63,26 @@ def error_response(status: int, message: str) -> JSONResponse:
     return EnvelopeResponse(envelope(status, message, message), status_code=status)
 
 
-def _json_safe(value: Any) -> Any:
-    """Validation errors echo the input, which may be bytes or objects json cannot encode."""
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        if isinstance(value, bytes):
-            return value.decode("utf-8", errors="replace")
-        if isinstance(value, dict):
-            return {str(k): _json_safe(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [_json_safe(v) for v in value]
+ECHO_MAX_DEPTH = 8
+
+
+def _json_safe(value: Any, depth: int = 0) -> Any:
+    """Validation errors echo the input, which may hold bytes, objects json cannot encode,
+    non-finite numbers (no JSON for NaN) or hostile nesting: render what strict JSON can
+    carry, and elide below a few levels."""
+    if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if depth >= ECHO_MAX_DEPTH:
+        return "..."
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v, depth + 1) for v in value]
+    return str(value)
 
 
 def _validation_response(exc: RequestValidationError) -> JSONResponse:

@@ -8,7 +8,7 @@ import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from . import __version__, scope
 from .auth import Caller, caller_from
@@ -127,6 +127,19 @@ async def patch_trust(agent_id: str, body: TrustUpdate, caller: CallerDep, state
                        agent.created_at)
     state.storage.upsert_agent(updated)
     return _agent_out(state.storage.get_agent(tenant, agent_id) or updated)
+
+
+@router.delete("/agents/{agent_id}", status_code=204)
+async def delete_agent(agent_id: str, caller: CallerDep, state: StateDep,
+                       tenant_id: Annotated[Text | None, Query()] = None) -> Response:
+    """Revocation (MemClaw `DELETE /agents/{id}` -> 204): the agent row goes and every key
+    of the agent stops resolving at once; its memories stay (owned by the agent id)."""
+    caller.enforce_not_agent("delete agents")
+    tenant = _tenant_of(caller, tenant_id)
+    caller.enforce_tenant(tenant)
+    if not state.storage.delete_agent(tenant, agent_id):
+        raise ApiError(404, f"Agent '{agent_id}' not found")
+    return Response(status_code=204)
 
 
 @router.post("/entities/upsert")

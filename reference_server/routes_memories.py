@@ -15,6 +15,7 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Depends, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from . import scope
 from .auth import Caller, caller_from
@@ -29,6 +30,7 @@ from .schemas import (
     RedistributeRequest,
     SearchRequest,
     Text,
+    Timestamp,
 )
 from .search_pipeline import SearchContext, run_search
 from .serialize import content_preview, memory_detail, memory_out
@@ -126,20 +128,29 @@ async def write_memory(body: MemoryCreate, request: Request, caller: CallerDep,
         if cached is not None:
             if cached.request_hash != request_hash:
                 raise ApiError(422, "Idempotency-Key reused with a different request body")
-            return JSONResponse(json.loads(cached.body), status_code=cached.status_code)
+            return _write_response(json.loads(cached.body), cached.status_code)
     agent, fleet = _resolve_writer(state, caller, body.tenant_id, agent_id, body.fleet_id)
     ctx = _write_context(state, body.tenant_id, agent, fleet, body.visibility, body,
                          persist=body.persist, idempotency_key=key, request_hash=request_hash)
     if key is None:
-        return JSONResponse(await run_write(ctx), status_code=201)
+        return _write_response(await run_write(ctx))
     holder = (body.tenant_id, key)
     if holder in state.idempotency_in_flight:  # only possible while a write awaits latency
         raise ApiError(409, "Idempotency-Key still in progress; retry shortly")
     state.idempotency_in_flight.add(holder)
     try:
-        return JSONResponse(await run_write(ctx), status_code=201)
+        return _write_response(await run_write(ctx))
     finally:
         state.idempotency_in_flight.discard(holder)
+
+
+def _write_response(body: dict, status_code: int = 201) -> JSONResponse:
+    """MemClaw's write route sets `X-RateLimit-Limit` / `-Remaining` from the usage block
+    (WIRE.md 2.2); its OSS usage stub is null, rendered as the string "None"."""
+    usage = body.get("usage") or {}
+    return JSONResponse(body, status_code=status_code, headers={
+        "X-RateLimit-Limit": str(usage.get("memories_limit")),
+        "X-RateLimit-Remaining": str(usage.get("writes_remaining"))})
 
 
 @router.post("/memories/bulk", status_code=200)
@@ -284,10 +295,9 @@ async def patch_status(memory_id: UUID, tenant_id: Annotated[Text, Query()],
     if status not in STATUSES:
         raise ApiError(400, "Invalid status. Must be one of: " + ", ".join(STATUSES))
     row = _live_row(state, tenant_id, memory_id)
-    viewer = _viewer(state, caller)
-    if not scope.row_access_allowed(state.profile, viewer, row, write=True):
-        raise ApiError(403, f"Agent '{viewer.agent_id}' cannot modify memory in fleet "
-                            f"'{row['fleet_id']}'.")
+    denial = scope.status_change_denial(state.profile, _viewer(state, caller), row)
+    if denial:
+        raise ApiError(403, denial)
     state.storage.update_status(tenant_id, row["id"], status)
     return {"memory_id": row["id"], "old_status": row["status"], "new_status": status}
 
@@ -373,7 +383,7 @@ async def list_memories(
     tenant_id: Text | None = None, fleet_id: Text | None = None, agent_id: Text | None = None,
     memory_type: Text | None = None,
     exclude_memory_types: Annotated[list[Text] | None, Query()] = None,
-    created_after: datetime | None = None, created_before: datetime | None = None,
+    created_after: Timestamp | None = None, created_before: Timestamp | None = None,
     status: Text | None = None, visibility: Text | None = None, run_id: Text | None = None,
     cursor: Text | None = None, sort: SortColumn = "created_at",
     order: Literal["asc", "desc"] = "desc",
@@ -489,12 +499,13 @@ async def redistribute(body: RedistributeRequest, tenant_id: Annotated[Text, Que
 
 # search and recall -----------------------------------------------------------------------
 
-def _search(state: ServerState, caller: Caller, body: SearchRequest,
-            raw_key: str | None) -> list[dict]:
+async def _search(state: ServerState, caller: Caller, body: SearchRequest,
+                  raw_key: str | None) -> list[dict]:
     state.rate_limit("search", caller, raw_key)
     caller.enforce_readable_tenant(body.tenant_id)
     ctx = SearchContext(state.profile, state.storage, state.embedder, caller, body)
-    results = run_search(ctx)
+    # embedding, scoring and the scope walk are CPU work: off the event loop
+    results = await run_in_threadpool(run_search, ctx)
     links = state.storage.entity_links_of([row["id"] for row, _ in results])
     return [memory_out(row, links.get(row["id"]), similarity=sim) for row, sim in results]
 
@@ -502,7 +513,7 @@ def _search(state: ServerState, caller: Caller, body: SearchRequest,
 @router.post("/search")
 async def search(body: SearchRequest, request: Request, caller: CallerDep,
                  state: StateDep) -> JSONResponse:
-    items = _search(state, caller, body, request.headers.get("x-api-key"))
+    items = await _search(state, caller, body, request.headers.get("x-api-key"))
     return JSONResponse({"items": items})
 
 
@@ -511,7 +522,7 @@ async def recall(body: SearchRequest, request: Request, caller: CallerDep,
                  state: StateDep) -> dict:
     """No LLM here: the summary is extractive and deterministic (first sentence of each
     retrieved memory, in rank order)."""
-    items = _search(state, caller, body, request.headers.get("x-api-key"))
+    items = await _search(state, caller, body, request.headers.get("x-api-key"))
     sentences = [_first_sentence(item["content"]) for item in items]
     return {"summary": " ".join(sentences), "summarizer": "extractive (no LLM)",
             "memory_count": len(items), "memories": items}

@@ -6,11 +6,12 @@ Unknown fields are ignored (pydantic's default), exactly as MemClaw does: a sing
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 
 def _encodable(value: str) -> str:
@@ -24,6 +25,75 @@ def _encodable(value: str) -> str:
 
 Text = Annotated[str, AfterValidator(_encodable)]
 
+
+def _all_encodable(values: list[str]) -> list[str]:
+    """One C-level pass for a whole list (a 100k-entry `fleet_ids` must stay cheap)."""
+    _encodable("\n".join(values))
+    return values
+
+
+TextList = Annotated[list[str], AfterValidator(_all_encodable)]
+
+# Free-form JSON the server stores and renders back (metadata, entity attributes): bounded
+# nesting, finite numbers, encodable text in keys and values. Checked before anything is
+# written, so every stored value renders back (JSON has no NaN/Infinity; 1e400 parses as inf).
+MAX_JSON_DEPTH = 32
+MAX_JSON_NODES = 20_000
+
+
+def _storable_json(value: dict[str, Any]) -> dict[str, Any]:
+    """Iterative walk (no recursion, so hostile depth cannot exhaust the stack)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    nodes = 0
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_JSON_NODES:
+            raise ValueError(f"JSON object has more than {MAX_JSON_NODES} values")
+        if isinstance(node, dict):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+            for key, child in node.items():
+                _encodable(key)
+                stack.append((child, depth + 1))
+        elif isinstance(node, list):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+            stack.extend((child, depth + 1) for child in node)
+        elif isinstance(node, str):
+            _encodable(node)
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise ValueError("number is not finite (NaN, Infinity or out of range)")
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
+
+# Every stored timestamp is normalised to UTC; a datetime whose UTC value falls outside
+# Python's year range (e.g. 9999-12-31T23:59:59-14:00) cannot be stored or compared.
+_UTC_MIN = datetime.min.replace(tzinfo=UTC) + timedelta(days=1)
+_UTC_MAX = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
+
+
+def _utc_representable(value: datetime) -> datetime:
+    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+    try:
+        utc = aware.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("datetime is out of range once converted to UTC") from None
+    if not _UTC_MIN <= utc <= _UTC_MAX:
+        raise ValueError("datetime is out of range once converted to UTC")
+    return value
+
+
+Timestamp = Annotated[datetime, AfterValidator(_utc_representable)]
+
+
+class WireModel(BaseModel):
+    """Request bodies: float fields refuse NaN and Infinity as well."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
 MemoryType = Literal["fact", "episode", "decision", "preference", "task", "semantic",
                      "intention", "plan", "commitment", "action", "outcome", "cancellation",
                      "rule", "insight"]
@@ -35,12 +105,12 @@ STATUSES = ("active", "pending", "confirmed", "cancelled", "outdated", "conflict
 TENANT_ID_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
 
 
-class EntityLinkIn(BaseModel):
+class EntityLinkIn(WireModel):
     entity_id: UUID
     role: Text = "mentioned"
 
 
-class MemoryFields(BaseModel):
+class MemoryFields(WireModel):
     """What a single write and a bulk item share."""
 
     content: Annotated[Text, Field(min_length=1, max_length=10000)]
@@ -48,12 +118,12 @@ class MemoryFields(BaseModel):
     weight: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
     source_uri: Text | None = None
     run_id: Text | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
     entity_links: list[EntityLinkIn] = []
-    expires_at: datetime | None = None
-    ts_valid_start: datetime | None = None
-    ts_valid_end: datetime | None = None
-    reference_datetime: datetime | None = None
+    expires_at: Timestamp | None = None
+    ts_valid_start: Timestamp | None = None
+    ts_valid_end: Timestamp | None = None
+    reference_datetime: Timestamp | None = None
     subject_entity_id: UUID | None = None
     predicate: Text | None = None
     object_value: Text | None = None
@@ -69,22 +139,22 @@ class MemoryCreate(MemoryFields):
     persist: bool = True
 
 
-class MemoryUpdate(BaseModel):
+class MemoryUpdate(WireModel):
     content: Annotated[Text, Field(min_length=1, max_length=10000)] | None = None
     memory_type: MemoryType | None = None
     weight: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
     title: Text | None = None
     status: Annotated[Text, Field(pattern=STATUS_PATTERN)] | None = None
     visibility: Annotated[Text, Field(pattern=VISIBILITY_PATTERN)] | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
     metadata_mode: Annotated[Text, Field(pattern=r"^(merge|replace)$")] | None = None
     source_uri: Text | None = None
     subject_entity_id: UUID | None = None
     predicate: Text | None = None
     object_value: Text | None = None
-    ts_valid_start: datetime | None = None
-    ts_valid_end: datetime | None = None
-    expires_at: datetime | None = None
+    ts_valid_start: Timestamp | None = None
+    ts_valid_end: Timestamp | None = None
+    expires_at: Timestamp | None = None
     entity_links: list[EntityLinkIn] | None = None
 
 
@@ -92,7 +162,7 @@ class BulkMemoryItem(MemoryFields):
     pass
 
 
-class BulkMemoryCreate(BaseModel):
+class BulkMemoryCreate(WireModel):
     tenant_id: Text
     agent_id: Annotated[Text, Field(min_length=1, max_length=256)] | None = None
     fleet_id: Text | None = None
@@ -100,37 +170,37 @@ class BulkMemoryCreate(BaseModel):
     items: Annotated[list[BulkMemoryItem], Field(min_length=1, max_length=100)]
 
 
-class SearchRequest(BaseModel):
+class SearchRequest(WireModel):
     tenant_id: Text
     query: Annotated[Text, Field(min_length=1, max_length=5000)]
-    fleet_ids: list[Text] | None = None
+    fleet_ids: TextList | None = None
     filter_agent_id: Text | None = None
     memory_type_filter: MemoryType | None = None
     status_filter: Annotated[Text, Field(pattern=STATUS_PATTERN)] | None = None
-    valid_at: datetime | None = None
+    valid_at: Timestamp | None = None
     top_k: Annotated[int, Field(ge=1, le=20)] = 5
     diagnostic: bool = False
 
 
-class EntityUpsert(BaseModel):
+class EntityUpsert(WireModel):
     tenant_id: Text
     fleet_id: Text | None = None
     entity_type: Annotated[Text, Field(min_length=1, max_length=256)]
     canonical_name: Annotated[Text, Field(min_length=1, max_length=1000)]
-    attributes: dict[str, Any] | None = None
+    attributes: JsonObject | None = None
 
 
-class RedistributeRequest(BaseModel):
+class RedistributeRequest(WireModel):
     memory_ids: Annotated[list[UUID], Field(min_length=1, max_length=500)]
     target_agent_id: Annotated[Text, Field(min_length=1, max_length=256)]
 
 
-class TrustUpdate(BaseModel):
+class TrustUpdate(WireModel):
     trust_level: Annotated[int, Field(ge=0, le=3)]
     fleet_id: Text | None = None
 
 
-class ProvisionRequest(BaseModel):
+class ProvisionRequest(WireModel):
     agent_id: Annotated[Text, Field(min_length=1, max_length=256)]
     label: Text | None = None
     initial_trust: Annotated[int, Field(ge=0, le=3)] = 1
@@ -139,5 +209,5 @@ class ProvisionRequest(BaseModel):
     tenant_id: Text | None = None  # admin credential only: which tenant
 
 
-class TenantCreate(BaseModel):
+class TenantCreate(WireModel):
     tenant_id: Annotated[Text, Field(pattern=TENANT_ID_PATTERN)] | None = None

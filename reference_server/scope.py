@@ -11,7 +11,7 @@ Trust ladder (paper 7.1): 0 read-only, 1 write home fleet, 2 cross-fleet read,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .profiles import Profile
@@ -35,7 +35,7 @@ class Viewer:
 @dataclass(frozen=True)
 class SearchScope:
     viewer: Viewer
-    fleet_ids: tuple[str, ...]
+    fleet_ids: Collection[str]  # a frozenset in practice (O(1) membership)
     filter_agent_id: str | None
     status_filter: str | None
     memory_type_filter: str | None
@@ -123,6 +123,20 @@ def delete_denial(profile: Profile, viewer: Viewer, row: dict) -> str | None:
         return f"access policy: principals of fleet '{home}' are not permitted to delete memories."
     if not row_access_allowed(profile, viewer, row, write=True):
         return f"Agent '{viewer.agent_id}' cannot delete memory in fleet '{row['fleet_id']}'."
+    return None
+
+
+def status_change_denial(profile: Profile, viewer: Viewer, row: dict) -> str | None:
+    """`PATCH /memories/{id}/status` (None = allowed). MemClaw checks the row scope only;
+    a status change is an update, so the trust ladder's rung 0 (read-only: writes and
+    updates refused, WIRE.md 4.1) applies too: a restricted agent cannot retire or revive
+    rows. Identity-less tenant credentials stay unrestricted, as for updates."""
+    if not profile.governed or viewer.agent_id is None:
+        return None
+    if viewer.agent is not None and viewer.agent.trust_level < 1:
+        return f"access policy: agent '{viewer.agent_id}' is restricted from updates."
+    if not row_access_allowed(profile, viewer, row, write=True):
+        return f"Agent '{viewer.agent_id}' cannot modify memory in fleet '{row['fleet_id']}'."
     return None
 
 

@@ -43,7 +43,8 @@ class SearchContext:
     @property
     def scope(self) -> SearchScope:
         r = self.request
-        return SearchScope(Viewer(self.identity, self.agent), self.fleet_ids,
+        # a set: membership per candidate row must not grow with a hostile fleet_ids list
+        return SearchScope(Viewer(self.identity, self.agent), frozenset(self.fleet_ids),
                            r.filter_agent_id, r.status_filter, r.memory_type_filter)
 
 
@@ -145,8 +146,8 @@ def append_successors(ctx: SearchContext) -> None:
     if not stale:
         return
     seen = {row["id"] for row, _ in ctx.results}
-    scope = SearchScope(ctx.scope.viewer, ctx.fleet_ids, ctx.request.filter_agent_id, None,
-                        None)
+    scope = SearchScope(ctx.scope.viewer, frozenset(ctx.fleet_ids),
+                        ctx.request.filter_agent_id, None, None)
     for row in ctx.storage.successors_of(ctx.request.tenant_id, stale):
         if row["id"] not in seen and search_row_visible(ctx.profile, scope, row):
             ctx.results.append((row, None))

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from .auth import Caller, KeyRegistry
+from .auth import Caller, KeyRegistry, hash_key
 from .contradiction import ContradictionDetector
 from .embedding import Embedder
 from .latency import LatencySimulator
@@ -29,7 +29,9 @@ class ServerState:
 
     def rate_limit(self, bucket: str, caller: Caller, raw_key: str | None) -> None:
         per_tenant = self.profile.rate_limit_key == "tenant" and caller.tenant_id
-        key = f"tenant:{caller.tenant_id}" if per_tenant else f"key:{raw_key or ''}"
+        # MemClaw keys its limiter by sha256(key)[:32]: the raw key is never held here
+        key = (f"tenant:{caller.tenant_id}" if per_tenant
+               else f"key:{hash_key(raw_key or '')[:32]}")
         self.limiter.hit(bucket, key)
 
     def agent_of(self, caller: Caller) -> AgentRow | None:

@@ -188,10 +188,13 @@ class Storage(Protocol):
     # tenants, keys, agents
     def create_tenant(self, tenant_id: str) -> bool: ...
     def tenant_exists(self, tenant_id: str) -> bool: ...
-    def add_key(self, key_hash: str, row: KeyRow, label: str | None = None) -> None: ...
+    def add_key(self, key_hash: str, row: KeyRow, label: str | None = None) -> None:
+        """An agent key (row.agent_id set) replaces that agent's earlier keys."""
     def find_key(self, key_hash: str) -> KeyRow | None: ...
     def get_agent(self, tenant_id: str, agent_id: str) -> AgentRow | None: ...
     def upsert_agent(self, agent: AgentRow) -> None: ...
+    def delete_agent(self, tenant_id: str, agent_id: str) -> bool:
+        """Remove the agent row and revoke all its keys; False if it did not exist."""
 
     # memories
     def insert_memory(self, row: dict, embedding: np.ndarray | None,
@@ -334,7 +337,12 @@ class SqliteStorage:
         return self._one("SELECT 1 FROM tenants WHERE tenant_id = ?", (tenant_id,)) is not None
 
     def add_key(self, key_hash: str, row: KeyRow, label: str | None = None) -> None:
+        """An agent key replaces every earlier key of the same agent (re-provisioning
+        revokes), in the same transaction."""
         with self._tx() as db:
+            if row.agent_id is not None:
+                db.execute("DELETE FROM api_keys WHERE tenant_id = ? AND agent_id = ?",
+                           (row.tenant_id, row.agent_id))
             db.execute(
                 "INSERT OR REPLACE INTO api_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (key_hash, row.id, row.tenant_id, row.agent_id, row.kind, row.key_prefix,
@@ -366,6 +374,16 @@ class SqliteStorage:
                  agent.trust_level, agent.created_at or now, now),
             )
 
+    def delete_agent(self, tenant_id: str, agent_id: str) -> bool:
+        """The agent row and every key of the agent, in one transaction (its memories stay).
+        False when there was no such agent."""
+        with self._tx() as db:
+            cur = db.execute("DELETE FROM agents WHERE tenant_id = ? AND agent_id = ?",
+                             (tenant_id, agent_id))
+            db.execute("DELETE FROM api_keys WHERE tenant_id = ? AND agent_id = ?",
+                       (tenant_id, agent_id))
+            return cur.rowcount == 1
+
     # memories ----------------------------------------------------------------------------
 
     def insert_memory(self, row: dict, embedding: np.ndarray | None,
@@ -374,7 +392,7 @@ class SqliteStorage:
         """Row, entity links, detection job and idempotency record commit together."""
         values = dict(row)
         if values.get("metadata") is not None:
-            values["metadata"] = json.dumps(values["metadata"])
+            values["metadata"] = json.dumps(values["metadata"], allow_nan=False)
         if embedding is not None:
             values["embedding"] = embedding.astype(np.float32).tobytes()
         cols = ", ".join(values)
@@ -393,7 +411,8 @@ class SqliteStorage:
                            (idempotency.tenant_id, idempotency.key, idempotency.request_hash,
                             idempotency.status_code, idempotency.body, now_iso()))
         if embedding is not None and rowid is not None:
-            self.index.add(row["tenant_id"], rowid, embedding)
+            with self._lock:  # searches read the index from worker threads
+                self.index.add(row["tenant_id"], rowid, embedding)
 
     def insert_many(self, rows: Sequence[dict], embeddings: Sequence[np.ndarray]) -> None:
         """Seeding (benchmarks, fixtures): many rows in one transaction, no jobs."""
@@ -477,7 +496,7 @@ class SqliteStorage:
         """Column changes (and a new embedding / link set) in one transaction."""
         values = dict(changes)
         if "metadata" in values and values["metadata"] is not None:
-            values["metadata"] = json.dumps(values["metadata"])
+            values["metadata"] = json.dumps(values["metadata"], allow_nan=False)
         if embedding is not None:
             values["embedding"] = embedding.astype(np.float32).tobytes()
         assignments = ", ".join(f"{column} = ?" for column in values)
@@ -490,7 +509,8 @@ class SqliteStorage:
                 db.executemany("INSERT OR IGNORE INTO memory_entity_links VALUES (?, ?, ?)",
                                [(row["id"], eid, role) for eid, role in links])
         if embedding is not None:
-            self.index.add(row["tenant_id"], row["_rowid"], embedding)
+            with self._lock:
+                self.index.add(row["tenant_id"], row["_rowid"], embedding)
 
     def update_status(self, tenant_id: str, memory_id: str, status: str) -> None:
         with self._tx() as db:
@@ -568,7 +588,8 @@ class SqliteStorage:
             db.execute("INSERT OR REPLACE INTO entities VALUES (?, ?, ?, ?, ?, ?, ?)",
                        (entity["id"], entity["tenant_id"], entity["fleet_id"],
                         entity["entity_type"], entity["canonical_name"],
-                        json.dumps(entity["attributes"]), entity["created_at"]))
+                        json.dumps(entity["attributes"], allow_nan=False),
+                        entity["created_at"]))
 
     def entity_links_of(self, memory_ids: Sequence[str]) -> dict[str, list[dict]]:
         if not memory_ids:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+from starlette.concurrency import run_in_threadpool
 
 from .contradiction import carries_single_valued_triple
 from .embedding import Embedder
@@ -104,8 +105,11 @@ def hash_content(ctx: WriteContext) -> None:
     ctx.content_hash = content_hash(ctx.tenant_id, ctx.fleet_id, ctx.fields.content)
 
 
-def embed(ctx: WriteContext) -> None:
-    ctx.embedding = ctx.embedder.embed(ctx.fields.content)
+async def embed(ctx: WriteContext) -> None:
+    """CPU work off the event loop (a bulk of long items must not stall other tenants).
+    Pure: the duplicate checks and the insert that follow still run on the loop, with no
+    await between them, so concurrent identical writes cannot both pass the exact gate."""
+    ctx.embedding = await run_in_threadpool(ctx.embedder.embed, ctx.fields.content)
 
 
 def check_exact_duplicate(ctx: WriteContext) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+import httpx
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tqdm import tqdm
@@ -271,13 +272,16 @@ def parse_params(experiment: Experiment, raw: dict[str, Any]) -> ExperimentParam
         raise ParamsError(f"invalid params for {experiment.name}: {problems}") from exc
 
 
-def make_client(base_url: str, cp: ClientParams) -> MemClawClient:
+def make_client(base_url: str, cp: ClientParams,
+                transport: httpx.AsyncBaseTransport | None = None) -> MemClawClient:
+    """`transport`: e.g. the faults experiment's fault-injecting wrapper."""
     return MemClawClient(
         base_url,
         retry=RetryPolicy(cp.max_attempts, cp.backoff_base_s, cp.backoff_max_s, cp.retry_on_429),
         pacing={"write": cp.writes_per_s, "bulk": cp.bulk_per_s, "search": cp.searches_per_s},
         max_concurrency=cp.max_concurrency,
         timeout_s=cp.timeout_s,
+        transport=transport,
     )
 
 

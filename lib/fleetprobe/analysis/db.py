@@ -23,13 +23,15 @@ METRICS_SQL = Path(__file__).with_name("metrics.sql")
 BOOLEAN_FIELDS = (
     "returned", "leak", "miss", "provisioned", "admitted", "both_admitted", "detected", "stale",
     "complete", "accurate", "depth_faithful", "visible", "flipped",
+    "acknowledged", "found", "ok",  # faults
 )
 INTEGER_FIELDS = (
     "seq", "status", "attempts", "trust", "write_index", "n_admitted", "active_rows", "hop",
     "depth_planned", "depth_observed", "writes_admitted", "poll_count", "requester_trust",
     "moved",
+    "attempt", "step_index", "injected_status", "checked", "violations",  # faults
 )
-DOUBLE_FIELDS = ("latency_ms", "time_to_visible_ms")
+DOUBLE_FIELDS = ("latency_ms", "time_to_visible_ms", "delay_ms")
 FIELD_TYPES = {
     **dict.fromkeys(BOOLEAN_FIELDS, "BOOLEAN"),
     **dict.fromkeys(INTEGER_FIELDS, "BIGINT"),

@@ -453,3 +453,53 @@ SELECT run_id, scenario, count(*) FILTER (WHERE detected) AS numerator,
        count(*) FILTER (WHERE detected IS NOT NULL) AS denominator,
        count(*) FILTER (WHERE both_admitted) AS both_admitted
 FROM contradiction_checks GROUP BY ALL;
+-- Faults (the workloads under injected faults, judged by the history checkers;
+-- lib/fleetprobe/experiments/faults.py, lib/fleetprobe/checkers.py)
+-- ---------------------------------------------------------------------------------------
+
+-- faults the nemesis injected, by kind and stage (a restart is the end of a kill, not a fault)
+CREATE VIEW faults_injected AS
+SELECT run_id, fault_kind, fault_stage, count(*) AS n
+FROM events
+WHERE experiment = 'faults' AND phase = 'fault' AND fault_kind <> 'restart'
+GROUP BY run_id, fault_kind, fault_stage;
+
+-- server outages: each kill -9 and how long until the server answered health again
+CREATE VIEW faults_outages AS
+SELECT run_id, fault_id, delay_ms AS down_ms
+FROM events
+WHERE experiment = 'faults' AND phase = 'fault' AND fault_kind = 'restart';
+
+-- what the harness retried: logical requests (writes and read-backs), those that needed
+-- more than one attempt, the extra attempts, and those that still failed after retries
+CREATE VIEW faults_retries AS
+SELECT run_id,
+       count(*)                                              AS requests,
+       count(*) FILTER (WHERE attempts > 1)                  AS retried,
+       coalesce(sum(attempts - 1), 0)                        AS extra_attempts,
+       count(*) FILTER (WHERE status IS NULL OR status NOT BETWEEN 200 AND 299) AS failed
+FROM events
+WHERE experiment = 'faults' AND phase IN ('write', 'read')
+GROUP BY run_id;
+
+-- HTTP attempts that ended in a 5xx or a transport error (what failures_accounted judges)
+CREATE VIEW faults_failed_attempts AS
+SELECT run_id,
+       count(*) FILTER (WHERE status >= 500)                 AS answered_5xx,
+       count(*) FILTER (WHERE status IS NULL)                AS transport_errors,
+       count(*) FILTER (WHERE fault_id IS NOT NULL)          AS injected
+FROM events
+WHERE experiment = 'faults' AND phase = 'attempt' AND (status IS NULL OR status >= 500)
+GROUP BY run_id;
+
+-- the checkers' verdicts, one row per (run, checker)
+CREATE VIEW faults_checks AS
+SELECT run_id, checker, ok, checked, violations, examples
+FROM events
+WHERE experiment = 'faults' AND phase = 'check';
+
+-- checkers green over checkers run (expected: all of them on every governed profile)
+CREATE VIEW faults_checkers_green AS
+SELECT run_id, count(*) FILTER (WHERE ok) AS numerator, count(*) AS denominator
+FROM faults_checks
+GROUP BY run_id;
