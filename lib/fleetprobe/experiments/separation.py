@@ -643,7 +643,7 @@ def judge_graph(event: dict[str, Any], written: dict[str, dict[str, Any]],
                        "insight_reached": None, "restricted_reached": None}
     items = _loads(event["items"])
     allowed = set(_loads(event["authorized"]))
-    observable = any(i.get("path") is not None for i in items)
+    observable = any(i.get("path") is not None for i in items) if items else None
     graph = [i for i in items if i.get("path") == "graph"]
     restricted = [i for i in graph if i.get("fleet_id") and i["fleet_id"] not in allowed]
     return base | {
