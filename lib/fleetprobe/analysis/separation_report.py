@@ -118,6 +118,8 @@ def summary_table(con, runs: pd.DataFrame) -> pd.DataFrame:
     insight = _rates(con, "separation_insight_read", ids, ("agent",))
     underlying = _rates(con, "separation_underlying_read", ids)
     graph = _rates(con, "separation_graph_restricted", ids)
+    observable = con.execute("SELECT run_id, observable_probes FROM "
+                             "separation_graph_restricted").df()
     graph_insight = _rates(con, "separation_graph_insight", ids)
     generated = con.execute("SELECT * FROM separation_insights_generated").df()
     rows = []
@@ -146,7 +148,9 @@ def summary_table(con, runs: pd.DataFrame) -> pd.DataFrame:
             "reserved types refused (422 INVALID_ARGUMENTS, route named)":
                 fmt_rate(_rate_of(reserved, run.run_id)),
             "graph-reached rows outside the caller's partitions":
-                fmt_rate(_rate_of(graph, run.run_id)),
+                fmt_rate(_rate_of(graph, run.run_id))
+                if observable[observable.run_id == run.run_id].observable_probes.sum()
+                else "not observable (the server reports no retrieval paths)",
             "graph surfaced Axis's insight (Vera, conflict accounts)":
                 fmt_rate(_rate_of(graph_insight, run.run_id)),
             "run": run.run_id,
