@@ -197,6 +197,9 @@ def planned_counts(plan: SeparationPlan) -> dict[str, int]:
         "agent": len(AGENTS), "entity": n + 1, "write": writes, "probe": probes,
         "fanout": conflicts * 4, "reserved": len(AGENTS) * len(RESERVED_TYPES),
         "insight_generate": 1, "graph_probe": 2 * n,
+        # one insight per conflict account, if the server finds them all: Vera and Lex each
+        # read it by id and by search and try the other domain's record by id
+        "insight_read": conflicts * 2 * 3, "insight_access": conflicts * 2 * 3,
         "contamination": probes, "absence": len(plan.of_kind("hold_only")) * 2 * len(plan.top_k),
         "attribution": conflicts * 2, "reserved_check": len(AGENTS) * len(RESERVED_TYPES),
         "graph_reach": 2 * n,
