@@ -490,7 +490,7 @@ FROM events WHERE experiment = 'separation' AND phase = 'absence' GROUP BY ALL;
 -- Axis's fan-out: conflict accounts on which both parties (deal and hold) came back with the
 -- right fleet, from the response fields (blended) or the call labels (per_fleet)
 CREATE VIEW separation_attribution AS
-SELECT run_id, mode,
+SELECT run_id, mode, CAST(top_k AS BIGINT) AS top_k,
        count(*) FILTER (WHERE CAST(both_named AS BOOLEAN))         AS numerator,
        count(*) FILTER (WHERE both_named IS NOT NULL)              AS denominator,
        count(*) FILTER (WHERE CAST(both_named_summary AS BOOLEAN)) AS summary_named,
@@ -558,11 +558,11 @@ WITH per_metric AS (
     UNION ALL
     SELECT 'separation_absence', run_id, numerator, denominator FROM separation_absence
     UNION ALL
-    SELECT 'separation_attribution[' || mode || ']', run_id, numerator, denominator
-    FROM separation_attribution
+    SELECT 'separation_attribution[' || mode || '/top_k=' || top_k || ']', run_id, numerator,
+           denominator FROM separation_attribution
     UNION ALL
-    SELECT 'separation_attribution_summary[' || mode || ']', run_id, summary_named, denominator
-    FROM separation_attribution
+    SELECT 'separation_attribution_summary[' || mode || '/top_k=' || top_k || ']', run_id,
+           summary_named, denominator FROM separation_attribution
     UNION ALL
     SELECT 'separation_reserved_refused', run_id, numerator, denominator FROM separation_reserved
     UNION ALL

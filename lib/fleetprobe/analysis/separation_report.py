@@ -111,9 +111,10 @@ def contamination_frame(con, runs: pd.DataFrame) -> pd.DataFrame:
 def summary_table(con, runs: pd.DataFrame) -> pd.DataFrame:
     ids = list(runs.run_id)
     absence = _rates(con, "separation_absence", ids)
-    attribution = _rates(con, "separation_attribution", ids, ("mode",))
-    summary_named = con.execute("SELECT run_id, mode, summary_named AS numerator, denominator "
-                                "FROM separation_attribution").df()
+    attribution = _rates(con, "separation_attribution", ids, ("mode", "top_k"))
+    summary_named = con.execute("SELECT run_id, mode, top_k, summary_named AS numerator, "
+                                "denominator FROM separation_attribution").df()
+    fanout_ks = sorted(int(k) for k in attribution.top_k.dropna().unique())
     reserved = _rates(con, "separation_reserved", ids)
     insight = _rates(con, "separation_insight_read", ids, ("agent",))
     underlying = _rates(con, "separation_underlying_read", ids)
@@ -125,17 +126,22 @@ def summary_table(con, runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for run in runs.itertuples():
         gen = generated[generated.run_id == run.run_id]
+        fanout = {}
+        for k in fanout_ks:
+            fanout |= {
+                f"fan-out blended, top_k={k}: both parties, right fleet (fields)":
+                    fmt_rate(_rate_of(attribution, run.run_id, mode="blended", top_k=k)),
+                f"fan-out per-fleet, top_k={k}: both parties, right fleet (labels)":
+                    fmt_rate(_rate_of(attribution, run.run_id, mode="per_fleet", top_k=k)),
+                f"fan-out blended, top_k={k}: from the summary text alone":
+                    fmt_rate(_rate_of(summary_named, run.run_id, mode="blended", top_k=k)),
+            }
         rows.append({
             "target": run.target,
             "accounts": run.accounts,
             "absence: no record in authorized partitions (Vera, hold-only)":
                 fmt_rate(_rate_of(absence, run.run_id)),
-            "fan-out blended: both parties, right fleet (fields)":
-                fmt_rate(_rate_of(attribution, run.run_id, mode="blended")),
-            "fan-out per-fleet: both parties, right fleet (labels)":
-                fmt_rate(_rate_of(attribution, run.run_id, mode="per_fleet")),
-            "fan-out blended: from the summary text alone":
-                fmt_rate(_rate_of(summary_named, run.run_id, mode="blended")),
+            **fanout,
             "insights generated": "-" if gen.empty else
                 f"{int(gen.findings.iloc[0])} (HTTP {int(gen.status.iloc[0])})"
                 if pd.notna(gen.status.iloc[0]) else "no answer",

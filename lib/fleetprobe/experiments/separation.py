@@ -130,12 +130,12 @@ INSIGHT_QUERY = "{name} conflict insight"
 class SeparationParams(ExperimentParams):
     accounts: int = Field(100, ge=1, le=MAX_ACCOUNTS)
     top_k: list[int] = Field(default_factory=lambda: [1, 5, 20])
-    fanout_top_k: int = Field(5, ge=1, le=20)
+    fanout_top_k: list[int] = Field(default_factory=lambda: [2, 5])
     graph_top_k: int = Field(10, ge=1, le=20)
     insight_top_k: int = Field(5, ge=1, le=20)
     settle_s: float = Field(0.5, ge=0, description="wait between the writes and the reads")
 
-    @field_validator("top_k")
+    @field_validator("top_k", "fanout_top_k")
     @classmethod
     def _valid_top_k(cls, value: list[int]) -> list[int]:
         if not value or any(not 1 <= k <= 20 for k in value) or len(set(value)) != len(value):
@@ -188,20 +188,21 @@ def make_plan(params: SeparationParams) -> SeparationPlan:
     return SeparationPlan(tuple(accounts), tuple(params.top_k))
 
 
-def planned_counts(plan: SeparationPlan) -> dict[str, int]:
+def planned_counts(plan: SeparationPlan, fanout_ks: Sequence[int]) -> dict[str, int]:
     n = len(plan.accounts)
     conflicts = len(plan.of_kind("conflict"))
     writes = sum(len(a.record_kinds) for a in plan.accounts)
     probes = n * len(QUERIES) * len(plan.top_k)
     return {
         "agent": len(AGENTS), "entity": n + 1, "write": writes, "probe": probes,
-        "fanout": conflicts * 4, "reserved": len(AGENTS) * len(RESERVED_TYPES),
+        "fanout": conflicts * 4 * len(fanout_ks), "reserved": len(AGENTS) * len(RESERVED_TYPES),
         "insight_generate": 1, "graph_probe": 2 * n,
         # one insight per conflict account, if the server finds them all: Vera and Lex each
         # read it by id and by search and try the other domain's record by id
         "insight_read": conflicts * 2 * 3, "insight_access": conflicts * 2 * 3,
         "contamination": probes, "absence": len(plan.of_kind("hold_only")) * 2 * len(plan.top_k),
-        "attribution": conflicts * 2, "reserved_check": len(AGENTS) * len(RESERVED_TYPES),
+        "attribution": conflicts * 2 * len(fanout_ks),
+        "reserved_check": len(AGENTS) * len(RESERVED_TYPES),
         "graph_reach": 2 * n,
     }
 
@@ -379,19 +380,20 @@ async def fanout_probes(run: Run) -> None:
     ctx = run.ctx
     calls = []
     for account in ctx.plan.of_kind("conflict"):
-        calls.append(_fanout(run, account, "blended", None))
-        calls += [_fanout(run, account, "per_fleet", f) for f in (SALES, LEGAL, ORG)]
+        for k in ctx.params.fanout_top_k:
+            calls.append(_fanout(run, account, "blended", None, k))
+            calls += [_fanout(run, account, "per_fleet", f, k) for f in (SALES, LEGAL, ORG)]
     await ctx.gather(calls, desc="fanout")
 
 
-async def _fanout(run: Run, account: Account, mode: str, fleet: str | None) -> None:
+async def _fanout(run: Run, account: Account, mode: str, fleet: str | None,
+                  top_k: int) -> None:
     ctx = run.ctx
     fleets = [run.fleet(fleet)] if fleet else run.authorized("axis")
     result = await ctx.client.recall(run.creds["axis"], {
-        "query": FANOUT_QUERY.format(name=account.name), "top_k": ctx.params.fanout_top_k,
-        "fleet_ids": fleets})
+        "query": FANOUT_QUERY.format(name=account.name), "top_k": top_k, "fleet_ids": fleets})
     ctx.record("fanout", result, expect=("memories",), account=account.name, mode=mode,
-               fleet_label=run.fleet(fleet) if fleet else None, top_k=ctx.params.fanout_top_k,
+               fleet_label=run.fleet(fleet) if fleet else None, top_k=top_k,
                items=_json(compact_items(result.body, "memories")) if result.ok else None,
                summary=body_field(result.body, "summary") if result.ok else None)
 
@@ -666,17 +668,16 @@ def check_contamination(ctx: RunContext) -> None:
 
 def check_attribution(ctx: RunContext) -> None:
     written = _written_by_id(ctx.events("write"))
-    by_account: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_account: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for call in ctx.events("fanout"):
-        by_account[call["account"]].append(call)
+        by_account[(call["account"], call["top_k"])].append(call)
     contents = {m: w.get("content") for m, w in written.items()}
-    for account, calls in sorted(by_account.items()):
+    for (account, top_k), calls in sorted(by_account.items()):
         parties = {m: w["stored"] for m, w in written.items()
                    if w["account"] == account and w["record_kind"] in ("deal", "hold")}
         for mode in ("blended", "per_fleet"):
             chosen = [c for c in calls if c["mode"] == mode]
-            ctx.record("attribution", account=account, mode=mode,
-                       top_k=chosen[0]["top_k"] if chosen else None,
+            ctx.record("attribution", account=account, mode=mode, top_k=top_k,
                        **judge_attribution(chosen, parties, mode, contents))
 
 
@@ -712,7 +713,7 @@ class Separation(Experiment):
         return make_plan(params)
 
     def planned_counts(self, plan: SeparationPlan, params: SeparationParams) -> dict[str, int]:
-        return planned_counts(plan)
+        return planned_counts(plan, params.fanout_top_k)
 
     def phases(self) -> list[Phase]:
         return [scenario]
