@@ -20,6 +20,7 @@ from .latency import LatencySimulator
 from .profiles import LatencyModel, Profile
 from .ratelimit import RateLimiter, parse_rate
 from .routes_admin import router as admin_router
+from .routes_insights import router as insights_router
 from .routes_memories import router as memories_router
 from .state import ServerState
 from .storage import SqliteStorage
@@ -135,5 +136,6 @@ def create_app(state: ServerState) -> FastAPI:
     install_error_handlers(app)
     app.include_router(memories_router)
     app.include_router(admin_router)
+    app.include_router(insights_router)
     app.add_middleware(BodySizeLimit)
     return app

@@ -47,6 +47,7 @@ SEARCH_STEPS: tuple[str, ...] = (
     "apply_agent_fleet_rules",
     "score_candidates",
     "filter_visible",
+    "expand_entity_graph",
     "rank_and_trim",
     "append_successors",
 )
@@ -54,6 +55,7 @@ SEARCH_STEPS: tuple[str, ...] = (
 NAIVE_SEARCH_STEPS: tuple[str, ...] = (
     "score_candidates",
     "filter_visible",
+    "expand_entity_graph",
     "rank_and_trim",
 )
 
@@ -95,6 +97,8 @@ class Profile:
     min_similarity: float = 0.3
     keyword_weight: float = 0.3
     similarity_blend: float = 0.85
+    # Recall expands from entities named in the query over entity links (MemClaw: 2 hops).
+    graph_max_hops: int = 2
     latency: LatencyModel | None = None
     # MemClaw v2.29 (`memclaw-2.29`): a search whose filter_agent_id differs from the
     # caller's agent identity is refused (403) instead of searching as that agent.

@@ -31,6 +31,7 @@ from .schemas import (
     SearchRequest,
     Text,
     Timestamp,
+    reserved_type_message,
 )
 from .search_pipeline import SearchContext, run_search
 from .serialize import content_preview, memory_detail, memory_out
@@ -116,8 +117,7 @@ async def write_memory(body: MemoryCreate, request: Request, caller: CallerDep,
     state.rate_limit("write", caller, request.headers.get("x-api-key"))
     caller.enforce_tenant(body.tenant_id)
     if body.memory_type in RESERVED_MEMORY_TYPES:
-        raise ApiError(422, f"memory_type='{body.memory_type}' is server-reserved and cannot "
-                            "be supplied on writes. It is produced by the server.")
+        raise ApiError(422, reserved_type_message(body.memory_type))
     agent_id = _require_agent_id(caller, body.agent_id)
     key = _idempotency_key(idempotency_header, body.metadata)
     request_hash = None
@@ -317,8 +317,7 @@ async def update_memory(memory_id: UUID, body: MemoryUpdate,
     if not given:
         raise ApiError(400, "No fields to update")
     if body.memory_type in RESERVED_MEMORY_TYPES:
-        raise ApiError(422, f"memory_type='{body.memory_type}' is server-reserved and cannot "
-                            "be supplied on writes. It is produced by the server.")
+        raise ApiError(422, reserved_type_message(body.memory_type))
     row = _live_row(state, tenant_id, memory_id)
     denial = scope.update_denial(state.profile, _viewer(state, caller, agent_id), row)
     if denial:
@@ -507,7 +506,13 @@ async def _search(state: ServerState, caller: Caller, body: SearchRequest,
     # embedding, scoring and the scope walk are CPU work: off the event loop
     results = await run_in_threadpool(run_search, ctx)
     links = state.storage.entity_links_of([row["id"] for row, _ in results])
-    return [memory_out(row, links.get(row["id"]), similarity=sim) for row, sim in results]
+    items = [memory_out(row, links.get(row["id"]), similarity=sim) for row, sim in results]
+    if body.diagnostic:  # MemClaw ignores the flag; here it says how each row was reached
+        for item in items:
+            hop = ctx.graph_hops.get(item["id"])
+            item["retrieval"] = ({"path": "similarity"} if hop is None
+                                 else {"path": "graph", "graph_hop": hop})
+    return items
 
 
 @router.post("/search")

@@ -98,6 +98,16 @@ MemoryType = Literal["fact", "episode", "decision", "preference", "task", "seman
                      "intention", "plan", "commitment", "action", "outcome", "cancellation",
                      "rule", "insight"]
 RESERVED_MEMORY_TYPES = frozenset({"outcome", "rule", "insight"})
+
+
+def reserved_type_message(memory_type: str) -> str:
+    """MemClaw's refusal, word for word: it names the server-side route for each type."""
+    return (f"memory_type='{memory_type}' is server-reserved and cannot be supplied on writes. "
+            "Use memclaw_evolve for outcome/rule or memclaw_insights for insight; for "
+            "agent-authored reflections, use memory_type='semantic' or 'fact' (or omit "
+            "memory_type to auto-classify).")
+
+
 STATUS_PATTERN = r"^(active|pending|confirmed|cancelled|outdated|conflicted|archived|deleted)$"
 VISIBILITY_PATTERN = r"^(scope_agent|scope_team|scope_org)$"
 STATUSES = ("active", "pending", "confirmed", "cancelled", "outdated", "conflicted",

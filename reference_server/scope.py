@@ -1,7 +1,8 @@
 """Inv-Scope (paper section 3): who may see or change which memory row.
 
-The one place this is decided. Every read path asks it: GET by id, list, search,
-contradictions, entity linked memories, redistribute. The predicates follow MemClaw's
+The one place this is decided. Every read path asks it: GET by id, list, search (and the
+rows its entity-graph expansion reaches or walks through), contradictions, entity linked
+memories, redistribute, insights. The predicates follow MemClaw's
 engine (WIRE.md 4.3 and 4.4, SEARCH-LEAK.md section 5); a profile only chooses whether a
 path applies them (`Profile.governed`, `Profile.byid_read_scope`).
 
@@ -90,6 +91,20 @@ def search_row_visible(profile: Profile, scope: SearchScope, row: dict) -> bool:
     elif row["status"] != scope.status_filter:
         return False
     return scope.memory_type_filter is None or row["memory_type"] == scope.memory_type_filter
+
+
+def insight_source_visible(profile: Profile, viewer: Viewer, row: dict, insight_scope: str,
+                           fleet_id: str | None) -> bool:
+    """Rows `POST /insights/generate` may summarise for the caller: live, readable by the
+    caller under the by-id rule (home fleet, or trust 2 across fleets), narrowed to the
+    caller's own rows (`agent`) or one fleet (`fleet`)."""
+    if row["deleted_at"] is not None or row["status"] == "deleted":
+        return False
+    if insight_scope == "agent" and row["agent_id"] != viewer.agent_id:
+        return False
+    if insight_scope == "fleet" and row["fleet_id"] != fleet_id:
+        return False
+    return row_access_allowed(profile, viewer, row)
 
 
 def fleet_read_allowed(profile: Profile, agent: AgentRow | None, fleet_id: str) -> bool:

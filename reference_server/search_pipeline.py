@@ -3,8 +3,12 @@ section 5 (the search as it was on 2026-05-30), rules 1-9.
 
 Ranking is hybrid: similarity = (1 - w) * cosine + w * keyword share, then MemClaw's blend
 with the row weight. As on 2026-05-30 the returned `similarity` is the composite score.
-Not implemented: MemClaw's ENTITY_LOOKUP short-circuit (a secondary miss source only,
-SEARCH-LEAK.md section 4), freshness/recall boosts, recall tracking.
+Graph expansion (`expand_entity_graph`): from the entities the query names, over entity
+links, up to `Profile.graph_max_hops` hops (MemClaw: 2), boosting reached rows by MemClaw's
+hop factors; every row it reaches, and every row it walks through, passes the same scope
+predicate as the similarity candidates. Not implemented: MemClaw's ENTITY_LOOKUP
+short-circuit (a secondary miss source only, SEARCH-LEAK.md section 4), entity relations,
+freshness/recall boosts, recall tracking.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from .storage import AgentRow, Storage
 from .write_pipeline import iso
 
 STATUS_PENALTY = {"outdated": 0.5, "conflicted": 0.5}
+# MemClaw's graph hop boosts and cap on boosted rows (WIRE.md section 6).
+GRAPH_HOP_BOOST = {0: 1.3, 1: 1.2, 2: 1.1, 3: 1.05}
+GRAPH_MAX_ROWS = 50
 
 
 @dataclass
@@ -39,6 +46,9 @@ class SearchContext:
     fleet_ids: tuple[str, ...] = ()
     candidates: Iterator[tuple[dict, float]] = iter(())
     results: list[tuple[dict, float | None]] = field(default_factory=list)
+    # memory id -> hop at which the entity graph reached it (0 = linked to a named entity)
+    graph_hops: dict[str, int] = field(default_factory=dict)
+    graph_rows: list[dict] = field(default_factory=list)
 
     @property
     def scope(self) -> SearchScope:
@@ -121,14 +131,55 @@ def _valid_at(row: dict, valid_at: str | None) -> bool:
     return valid_at is None or start is None or start[:10] <= valid_at[:10]
 
 
+def expand_entity_graph(ctx: SearchContext) -> None:
+    """Rows linked to the entities the query names (hop 0), then to the entities those rows
+    link (hop 1, 2, ...). A row is reached, and walked through, only if the caller's scope
+    admits it, so the graph cannot bridge through a partition the caller may not read."""
+    hops = ctx.profile.graph_max_hops
+    if hops < 0:
+        return
+    scope, valid_at = ctx.scope, iso(ctx.request.valid_at)
+    tenant = ctx.request.tenant_id
+    frontier = [e["id"] for e in ctx.storage.entities_named_in(tenant, ctx.request.query)]
+    seen_entities = set(frontier)
+    for hop in range(hops + 1):
+        reached = []
+        for entity_id in frontier:
+            for row in ctx.storage.memories_linked_to(tenant, entity_id):
+                if len(ctx.graph_rows) >= GRAPH_MAX_ROWS:
+                    return
+                if row["id"] in ctx.graph_hops or not (
+                        search_row_visible(ctx.profile, scope, row) and _valid_at(row, valid_at)):
+                    continue
+                ctx.graph_hops[row["id"]] = hop
+                ctx.graph_rows.append(row)
+                reached.append(row["id"])
+        links = ctx.storage.entity_links_of(reached)
+        frontier = [link["entity_id"] for rid in reached for link in links.get(rid, [])
+                    if link["entity_id"] not in seen_entities]
+        frontier = list(dict.fromkeys(frontier))
+        seen_entities.update(frontier)
+        if not frontier:
+            return
+
+
 def rank_and_trim(ctx: SearchContext) -> None:
-    """Over-fetch 2k visible rows, score them, keep the best k."""
+    """Over-fetch 2k visible rows, add the graph-reached rows (boosted by hop), score them,
+    keep the best k."""
     k = ctx.request.top_k
     pool = []
     for row, sim in ctx.candidates:
+        if row["id"] in ctx.graph_hops:
+            continue  # scored below, with its hop boost
         pool.append((row, _score(ctx.profile, ctx.request.query, row, sim)))
         if len(pool) >= 2 * k:
             break
+    if ctx.graph_rows:
+        query = ctx.embedder.embed(ctx.request.query)
+        for row in ctx.graph_rows:
+            cosine = float(np.dot(query, ctx.embedder.embed(row["content"])))
+            boost = GRAPH_HOP_BOOST.get(ctx.graph_hops[row["id"]], 1.0)
+            pool.append((row, boost * _score(ctx.profile, ctx.request.query, row, cosine)))
     pool.sort(key=lambda rs: (rs[1], rs[0]["created_at"]), reverse=True)
     ctx.results = [(row, round(score, 4)) for row, score in pool[:k]]
 
@@ -156,8 +207,8 @@ def append_successors(ctx: SearchContext) -> None:
 
 STEPS: dict[str, Callable[[SearchContext], Any]] = {
     fn.__name__: fn for fn in (resolve_search_identity, apply_agent_fleet_rules,
-                               score_candidates, filter_visible, rank_and_trim,
-                               append_successors)
+                               score_candidates, filter_visible, expand_entity_graph,
+                               rank_and_trim, append_successors)
 }
 
 

@@ -232,6 +232,7 @@ class Storage(Protocol):
     def save_entity(self, entity: dict) -> None: ...
     def entity_links_of(self, memory_ids: Sequence[str]) -> dict[str, list[dict]]: ...
     def memories_linked_to(self, tenant_id: str, entity_id: str) -> list[dict]: ...
+    def entities_named_in(self, tenant_id: str, text: str, limit: int = 10) -> list[dict]: ...
     def get_idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None: ...
     def close(self) -> None: ...
 
@@ -609,6 +610,16 @@ class SqliteStorage:
                          "AND m.deleted_at IS NULL ORDER BY m.created_at DESC",
                          (tenant_id, entity_id))
         return [_row(r) for r in rows]
+
+    def entities_named_in(self, tenant_id: str, text: str, limit: int = 10) -> list[dict]:
+        """Entities whose canonical name (3+ characters) occurs in `text`, case-insensitive:
+        the seeds of the search's graph expansion."""
+        rows = self._all("SELECT * FROM entities WHERE tenant_id = ? "
+                         "AND length(canonical_name) >= 3 "
+                         "AND instr(lower(?), lower(canonical_name)) > 0 "
+                         "ORDER BY length(canonical_name) DESC, id LIMIT ?",
+                         (tenant_id, text, limit))
+        return [_entity(r) for r in rows]
 
     # idempotency -------------------------------------------------------------------------
 

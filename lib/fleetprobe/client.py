@@ -298,6 +298,16 @@ class MemClawClient:
             "POST", "/search", cred=cred, json=body, request_class="search", **kw
         )
 
+    async def recall(self, cred: Credential, query: dict[str, Any], **kw: Any) -> Result:
+        body = {"tenant_id": cred.tenant_id, **query}
+        return await self.request(
+            "POST", "/recall", cred=cred, json=body, request_class="search", **kw
+        )
+
+    async def generate_insights(self, cred: Credential, request: dict[str, Any]) -> Result:
+        body = {"tenant_id": cred.tenant_id, **request}
+        return await self.request("POST", "/insights/generate", cred=cred, json=body)
+
     async def contradictions(self, cred: Credential, memory_id: str) -> Result:
         return await self.request(
             "GET",

@@ -18,6 +18,7 @@ MUST_SHOW = {
     "contradiction": ("contradiction_detection_both_admitted", "prose_diversity"),
     "propagation": ("propagation_sibling_visibility", "reader_relation"),
     "faults": ("faults_checks", "failures_accounted"),
+    "separation": ("separation_contamination", "no record in authorized partitions"),
 }
 
 

@@ -503,3 +503,143 @@ CREATE VIEW faults_checkers_green AS
 SELECT run_id, count(*) FILTER (WHERE ok) AS numerator, count(*) AS denominator
 FROM faults_checks
 GROUP BY run_id;
+-- separation (storage-level vs prompt-level separation: Vera, Lex, Axis; not in the paper)
+-- Judgement events are written by the experiment's checkers; its fields are read as text
+-- (EVENTS.md, separation) and cast here.
+-- ---------------------------------------------------------------------------------------
+
+CREATE VIEW separation_contamination_events AS
+SELECT run_id, agent, account, account_kind, op_kind,
+       CAST(top_k AS BIGINT)           AS top_k,
+       CAST(n_returned AS BIGINT)      AS n_returned,
+       CAST(n_restricted AS BIGINT)    AS n_restricted,
+       CAST(n_unpartitioned AS BIGINT) AS n_unpartitioned,
+       CAST(contaminated AS BOOLEAN)   AS contaminated
+FROM events WHERE experiment = 'separation' AND phase = 'contamination';
+
+-- contamination: Vera's and Lex's answered queries (recall and search) that returned at least
+-- one record from a partition outside the agent's authorised set, per top_k
+CREATE VIEW separation_contamination AS
+SELECT run_id, top_k,
+       count(*) FILTER (WHERE contaminated)             AS numerator,
+       count(*) FILTER (WHERE contaminated IS NOT NULL) AS denominator
+FROM separation_contamination_events GROUP BY ALL;
+
+-- the same per agent and operation
+CREATE VIEW separation_contamination_by_agent AS
+SELECT run_id, agent, op_kind, top_k,
+       count(*) FILTER (WHERE contaminated)             AS numerator,
+       count(*) FILTER (WHERE contaminated IS NOT NULL) AS denominator
+FROM separation_contamination_events GROUP BY ALL;
+
+-- restricted records among every record returned (records of one answer are not independent:
+-- a count, its interval is indicative only)
+CREATE VIEW separation_restricted_records AS
+SELECT run_id, top_k,
+       coalesce(sum(n_restricted), 0) AS numerator,
+       coalesce(sum(n_returned), 0)   AS denominator
+FROM separation_contamination_events WHERE contaminated IS NOT NULL GROUP BY ALL;
+
+-- absence: Vera's queries on hold-only accounts answered with nothing about the account
+-- ("no record in authorized partitions": an empty answer, never "clear across domains")
+CREATE VIEW separation_absence AS
+SELECT run_id,
+       count(*) FILTER (WHERE absence_verdict = 'no record in authorized partitions') AS numerator,
+       count(*) FILTER (WHERE absence_verdict IS NOT NULL)                            AS denominator,
+       count(*) FILTER (WHERE absence_verdict = 'hold visible')                       AS hold_visible
+FROM events WHERE experiment = 'separation' AND phase = 'absence' GROUP BY ALL;
+
+-- Axis's fan-out: conflict accounts on which both parties (deal and hold) came back with the
+-- right fleet, from the response fields (blended) or the call labels (per_fleet)
+CREATE VIEW separation_attribution AS
+SELECT run_id, mode, CAST(top_k AS BIGINT) AS top_k,
+       count(*) FILTER (WHERE CAST(both_named AS BOOLEAN))         AS numerator,
+       count(*) FILTER (WHERE both_named IS NOT NULL)              AS denominator,
+       count(*) FILTER (WHERE CAST(both_named_summary AS BOOLEAN)) AS summary_named,
+       coalesce(sum(CAST(misattributed AS BIGINT)), 0)             AS misattributed
+FROM events WHERE experiment = 'separation' AND phase = 'attribution' GROUP BY ALL;
+
+-- reserved types: client writes of insight/outcome/rule refused with 422 INVALID_ARGUMENTS
+-- whose message names the server-side route
+CREATE VIEW separation_reserved AS
+SELECT run_id,
+       count(*) FILTER (WHERE CAST(refused AS BOOLEAN) AND CAST(envelope_ok AS BOOLEAN)
+                        AND CAST(names_route AS BOOLEAN))          AS numerator,
+       count(*) FILTER (WHERE refused IS NOT NULL)                 AS denominator,
+       count(*) FILTER (WHERE CAST(stored AS BOOLEAN))             AS stored
+FROM events WHERE experiment = 'separation' AND phase = 'reserved_check' GROUP BY ALL;
+
+CREATE VIEW separation_insight_access_events AS
+SELECT run_id, agent, target, axis, insight_id, memory_id, account, domain,
+       CAST(readable AS BOOLEAN) AS readable, CAST(in_org_shared AS BOOLEAN) AS in_org_shared
+FROM events WHERE experiment = 'separation' AND phase = 'insight_access';
+
+-- insights: Axis's insights read back by Vera and Lex (by id and by search)
+CREATE VIEW separation_insight_read AS
+SELECT run_id, agent, axis,
+       count(*) FILTER (WHERE readable)             AS numerator,
+       count(*) FILTER (WHERE readable IS NOT NULL) AS denominator
+FROM separation_insight_access_events WHERE target = 'insight' GROUP BY ALL;
+
+-- underlying records: the other domain's records an insight names, read by id
+CREATE VIEW separation_underlying_read AS
+SELECT run_id, agent,
+       count(*) FILTER (WHERE readable)             AS numerator,
+       count(*) FILTER (WHERE readable IS NOT NULL) AS denominator
+FROM separation_insight_access_events WHERE target = 'underlying' GROUP BY ALL;
+
+CREATE VIEW separation_insights_generated AS
+SELECT run_id, max(status) AS status, coalesce(max(CAST(n_findings AS BIGINT)), 0) AS findings
+FROM events WHERE experiment = 'separation' AND phase = 'insight_generate' GROUP BY ALL;
+
+-- graph reach: rows the entity-graph expansion returned outside the caller's partitions
+CREATE VIEW separation_graph_restricted AS
+SELECT run_id,
+       coalesce(sum(CAST(n_graph_restricted AS BIGINT)), 0) AS numerator,
+       coalesce(sum(CAST(n_graph AS BIGINT)), 0)            AS denominator,
+       count(*) FILTER (WHERE CAST(observable AS BOOLEAN))  AS observable_probes,
+       count(*)                                             AS probes
+FROM events WHERE experiment = 'separation' AND phase = 'graph_reach' GROUP BY ALL;
+
+-- graph reach: Vera's searches on conflict accounts where the graph surfaced Axis's insight
+CREATE VIEW separation_graph_insight AS
+SELECT run_id,
+       count(*) FILTER (WHERE CAST(insight_reached AS BOOLEAN)) AS numerator,
+       count(*) FILTER (WHERE insight_reached IS NOT NULL)      AS denominator
+FROM events WHERE experiment = 'separation' AND phase = 'graph_reach'
+     AND agent = 'vera' AND account_kind = 'conflict' GROUP BY ALL;
+
+-- every separation rate in long form (summary.csv and the report read this)
+CREATE VIEW separation_rate_metrics AS
+WITH per_metric AS (
+    SELECT 'separation_contamination[top_k=' || top_k || ']' AS metric, run_id, numerator,
+           denominator FROM separation_contamination
+    UNION ALL
+    SELECT 'separation_restricted_records[top_k=' || top_k || ']', run_id, numerator,
+           denominator FROM separation_restricted_records
+    UNION ALL
+    SELECT 'separation_absence', run_id, numerator, denominator FROM separation_absence
+    UNION ALL
+    SELECT 'separation_attribution[' || mode || '/top_k=' || top_k || ']', run_id, numerator,
+           denominator FROM separation_attribution
+    UNION ALL
+    SELECT 'separation_attribution_summary[' || mode || '/top_k=' || top_k || ']', run_id,
+           summary_named, denominator FROM separation_attribution
+    UNION ALL
+    SELECT 'separation_reserved_refused', run_id, numerator, denominator FROM separation_reserved
+    UNION ALL
+    SELECT 'separation_insight_read[' || agent || '/' || axis || ']', run_id, numerator,
+           denominator FROM separation_insight_read
+    UNION ALL
+    SELECT 'separation_underlying_read[' || agent || ']', run_id, numerator, denominator
+    FROM separation_underlying_read
+    UNION ALL
+    SELECT 'separation_graph_restricted', run_id, numerator, denominator
+    FROM separation_graph_restricted
+    UNION ALL
+    SELECT 'separation_graph_insight', run_id, numerator, denominator
+    FROM separation_graph_insight
+)
+SELECT r.run_id, r.profile, r.target_kind, m.metric,
+       CAST(m.numerator AS BIGINT) AS numerator, CAST(m.denominator AS BIGINT) AS denominator
+FROM per_metric m JOIN runs r USING (run_id);

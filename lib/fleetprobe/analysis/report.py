@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fleetprobe.analysis import faults_report, figures, html_report, tables, verdict
+from fleetprobe.analysis import (
+    faults_report,
+    figures,
+    html_report,
+    separation_report,
+    tables,
+    verdict,
+)
 from fleetprobe.analysis.results import Results
 
 
@@ -36,11 +43,13 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
         figure_outputs = figures.write_figures(results, out_dir / "figures")
         reproduction = verdict.write_reproduction(results, out_dir / "REPRODUCTION.md", verdicts)
         faults_report.append_to_reproduction(results, reproduction)
+        separation = separation_report.build(results, out_dir)  # not a paper claim: own section
         notes = [f"{run}: {n} line(s) of events.jsonl are not JSON and were skipped "
                  "(an interrupted write?)" for run, n in results.con.execute(
                      "SELECT run_dir, lines FROM unreadable_lines ORDER BY run_dir").fetchall()]
         notes += [t.note for t in table_list if t.empty]
         notes += [f.note for f in figure_outputs.values() if f.note]
+        notes += [separation.note] if separation.note else []
         if results.runs.empty:
             notes.insert(0, f"No runs found under {traces_root}: run an experiment first "
                             "(make reproduce) or point --traces at a directory of runs.")
@@ -53,6 +62,7 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
             "reproduction": reproduction,
             "verdicts": verdicts,
             "canonical": results.canonical,
+            "separation": separation,
             "notes": notes,
         }
         built["index"] = html_report.write_index(built)

@@ -51,6 +51,11 @@ def summary_rows(con: duckdb.DuckDBPyConnection) -> list[dict]:
     for r in latency_table(con).itertuples():
         for pct in PERCENTILES:
             rows.append(_row(_metric_name(r, f"_{pct}_ms"), None, r.n, getattr(r, pct)))
+    # the separation experiment's rates (metrics.sql, separation section)
+    for metric, k, n in con.execute("SELECT metric, numerator, denominator FROM "
+                                    "separation_rate_metrics ORDER BY run_id, metric").fetchall():
+        r = rate(int(k), int(n))
+        rows.append(_row(metric, k, n, r.value, r.low, r.high))
     return rows
 
 

@@ -1,0 +1,260 @@
+"""The separation section of the report: one figure, one table, and what cannot be measured.
+
+Figure: contamination rate (queries whose answer held a record from a partition outside the
+agent's authorised set) by target and `top_k`, with 95% Wilson intervals. Table: per target,
+absence, Axis's fan-out attribution, insights, reserved types and graph reach. Every number
+is a metric view of metrics.sql (separation section), read through `Results`.
+
+One run per target: runs named with `--run` first, else the latest complete run with the
+most accounts, else the latest run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from fleetprobe.analysis.stats import Rate, fmt_rate, rate  # noqa: E402
+
+NAME = "separation"
+FIGURE = "fig_separation_contamination"
+TABLE = "separation"
+NO_RUNS = ("No separation runs yet: run `make reproduce`, or `python -m fleetprobe run "
+           "separation --params params/reference/separation.yaml`.")
+ABSENCE_STATEMENT = (
+    "An empty answer means \"no record in authorized partitions\", never \"clear across "
+    "domains\": on hold-only accounts Vera's recall returns nothing about the legal hold "
+    "under a governed profile, exactly as it would for an account with no legal record at "
+    "all. Whether an account is clear is a question for the legal agent.")
+LLM_STATEMENT = (
+    "What this kit cannot measure without a language model: whether a model that receives "
+    "restricted records in its context would reveal them, paraphrase them, or act on them "
+    "despite a prompt telling it not to (the article's prompt-level failure mode), and how "
+    "that changes with model capability. The kit measures the precondition only: how often "
+    "restricted records enter the retrieval result at all. A contamination rate of 0 means "
+    "the model is never handed the record; a rate above 0 means prompt instructions are the "
+    "only remaining barrier. Insight summaries here are deterministic (structural conflicts "
+    "with attribution), not a model's synthesis.")
+
+
+@dataclass
+class SeparationSection:
+    runs: pd.DataFrame
+    table: pd.DataFrame
+    figure_paths: list[Path] = field(default_factory=list)
+    caption: str = ""
+    note: str = ""
+    statements: tuple[str, ...] = (ABSENCE_STATEMENT, LLM_STATEMENT)
+
+    @property
+    def empty(self) -> bool:
+        return self.runs.empty
+
+
+def target_label(profile: str | None, target_kind: str | None) -> str:
+    profile = profile or "unknown"
+    return profile if target_kind in (None, "reference") else f"{target_kind}: {profile}"
+
+
+def pick_runs(runs: pd.DataFrame, selected: tuple[str, ...] | list[str] = ()) -> pd.DataFrame:
+    """One separation run per target (profile x target kind)."""
+    runs = runs[runs.experiment == NAME].copy()
+    if runs.empty:
+        return runs.assign(target=pd.Series(dtype=str), accounts=pd.Series(dtype=int))
+    runs["accounts"] = [int(json.loads(p or "{}").get("accounts") or 0) for p in runs.params]
+    runs["target"] = [target_label(p, k) for p, k in zip(runs.profile, runs.target_kind,
+                                                         strict=True)]
+    runs["chosen"] = runs.run_id.isin(list(selected))
+    runs["order"] = runs.started_at.fillna("") + runs.run_id
+    runs = runs.sort_values(["chosen", "complete", "accounts", "order"],
+                            ascending=[False, False, False, False])
+    return (runs.groupby("target", sort=True).head(1).sort_values("target")
+            .drop(columns=["chosen", "order"]).reset_index(drop=True))
+
+
+def _rates(con, view: str, run_ids: list[str], by: tuple[str, ...] = ()) -> pd.DataFrame:
+    frame = con.execute(f'SELECT * FROM "{view}"').df()
+    frame = frame[frame.run_id.isin(run_ids)]
+    keys = ["run_id", *by]
+    return frame.groupby(keys, as_index=False)[["numerator", "denominator"]].sum()
+
+
+def _rate_of(frame: pd.DataFrame, run_id: str, **where: object) -> Rate | None:
+    rows = frame[frame.run_id == run_id]
+    for column, value in where.items():
+        rows = rows[rows[column] == value]
+    if rows.empty:
+        return None
+    return rate(int(rows.numerator.sum()), int(rows.denominator.sum()))
+
+
+def contamination_frame(con, runs: pd.DataFrame) -> pd.DataFrame:
+    per_k = _rates(con, "separation_contamination", list(runs.run_id), ("top_k",))
+    rows = []
+    for run in runs.itertuples():
+        for r in per_k[per_k.run_id == run.run_id].sort_values("top_k").itertuples():
+            value = rate(int(r.numerator), int(r.denominator))
+            rows.append({"target": run.target, "top_k": int(r.top_k), "k": value.k,
+                         "n": value.n, "rate": value.value, "low": value.low,
+                         "high": value.high, "run_id": run.run_id})
+    return pd.DataFrame(rows)
+
+
+def summary_table(con, runs: pd.DataFrame) -> pd.DataFrame:
+    ids = list(runs.run_id)
+    absence = _rates(con, "separation_absence", ids)
+    attribution = _rates(con, "separation_attribution", ids, ("mode", "top_k"))
+    summary_named = con.execute("SELECT run_id, mode, top_k, summary_named AS numerator, "
+                                "denominator FROM separation_attribution").df()
+    fanout_ks = sorted(int(k) for k in attribution.top_k.dropna().unique())
+    reserved = _rates(con, "separation_reserved", ids)
+    insight = _rates(con, "separation_insight_read", ids, ("agent",))
+    underlying = _rates(con, "separation_underlying_read", ids)
+    graph = _rates(con, "separation_graph_restricted", ids)
+    observable = con.execute("SELECT run_id, observable_probes FROM "
+                             "separation_graph_restricted").df()
+    graph_insight = _rates(con, "separation_graph_insight", ids)
+    generated = con.execute("SELECT * FROM separation_insights_generated").df()
+    rows = []
+    for run in runs.itertuples():
+        gen = generated[generated.run_id == run.run_id]
+        fanout = {}
+        for k in fanout_ks:
+            fanout |= {
+                f"fan-out blended, top_k={k}: both parties, right fleet (fields)":
+                    fmt_rate(_rate_of(attribution, run.run_id, mode="blended", top_k=k)),
+                f"fan-out per-fleet, top_k={k}: both parties, right fleet (labels)":
+                    fmt_rate(_rate_of(attribution, run.run_id, mode="per_fleet", top_k=k)),
+                f"fan-out blended, top_k={k}: from the summary text alone":
+                    fmt_rate(_rate_of(summary_named, run.run_id, mode="blended", top_k=k)),
+            }
+        rows.append({
+            "target": run.target,
+            "accounts": run.accounts,
+            "absence: no record in authorized partitions (Vera, hold-only)":
+                fmt_rate(_rate_of(absence, run.run_id)),
+            **fanout,
+            "insights generated": "-" if gen.empty else
+                f"{int(gen.findings.iloc[0])} (HTTP {int(gen.status.iloc[0])})"
+                if pd.notna(gen.status.iloc[0]) else "no answer",
+            "insight read by Vera (GET + search)":
+                fmt_rate(_rate_of(insight, run.run_id, agent="vera")),
+            "insight read by Lex (GET + search)":
+                fmt_rate(_rate_of(insight, run.run_id, agent="lex")),
+            "other domain's underlying record read by id":
+                fmt_rate(_rate_of(underlying, run.run_id)),
+            "reserved types refused (422 INVALID_ARGUMENTS, route named)":
+                fmt_rate(_rate_of(reserved, run.run_id)),
+            "graph-reached rows outside the caller's partitions":
+                fmt_rate(_rate_of(graph, run.run_id))
+                if observable[observable.run_id == run.run_id].observable_probes.sum()
+                else "not observable (the server reports no retrieval paths)",
+            "graph surfaced Axis's insight (Vera, conflict accounts)":
+                fmt_rate(_rate_of(graph_insight, run.run_id)),
+            "run": run.run_id,
+        })
+    return pd.DataFrame(rows)
+
+
+def draw_figure(frame: pd.DataFrame, out_dir: Path) -> tuple[list[Path], str]:
+    targets = sorted(frame.target.unique())
+    ks = sorted(frame.top_k.unique())
+    width = 0.8 / max(len(targets), 1)
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.6 * len(ks) * max(1, len(targets)) / 2), 4.2))
+    for i, target in enumerate(targets):
+        rows = frame[frame.target == target].set_index("top_k").reindex(ks)
+        xs = [j + (i - (len(targets) - 1) / 2) * width for j in range(len(ks))]
+        err = [(rows.rate - rows.low).fillna(0).tolist(), (rows.high - rows.rate).fillna(0)
+               .tolist()]
+        ax.bar(xs, rows.rate.fillna(0), width=width * 0.95, yerr=err, capsize=3, label=target)
+        for x, value in zip(xs, rows.rate, strict=True):
+            if value == 0:  # a zero bar has no height: say so
+                ax.text(x, 0.015, "0", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(ks)), [str(k) for k in ks])
+    ax.set(xlabel="top_k (records requested per query)",
+           ylabel="contaminated queries (fraction, 95% Wilson CI)", ylim=(0, 1.05),
+           title="Separation: queries whose answer held a restricted record")
+    ax.legend(title="target", fontsize="small")
+    ns = "; ".join(f"{t}: n = {', '.join(str(int(n)) for n in frame[frame.target == t].n)}"
+                   for t in targets)
+    caption = ("Share of Vera's and Lex's recall and search queries about an account whose "
+               "answer held at least one record from a partition outside the agent's "
+               f"authorised set, per top_k. Queries per bar (top_k ascending): {ns}.")
+    fig.text(0.01, 0.01, "\n".join(_wrap(caption, 110)), fontsize=6.5, va="bottom")
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in ("png", "pdf"):
+        path = out_dir / f"{FIGURE}.{ext}"
+        fig.savefig(path, dpi=150, metadata={"CreationDate": None} if ext == "pdf" else None)
+        paths.append(path)
+    plt.close(fig)
+    return paths, caption
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return [*lines, line] if line else lines
+
+
+def build(results, out_dir: Path) -> SeparationSection:
+    """Figure into out_dir/figures, table into out_dir/tables (csv, md, tex)."""
+    out_dir = Path(out_dir)
+    runs = pick_runs(results.runs, tuple(results.selected))
+    if runs.empty:
+        section = SeparationSection(runs, pd.DataFrame(), note=NO_RUNS)
+    else:
+        frame = contamination_frame(results.con, runs)
+        paths, caption = draw_figure(frame, out_dir / "figures") if not frame.empty else (
+            [], "")
+        section = SeparationSection(runs, summary_table(results.con, runs), paths, caption,
+                                    note="" if paths else "separation runs hold no judged "
+                                    "contamination queries yet")
+    write_table(section, out_dir / "tables")
+    return section
+
+
+def write_table(section: SeparationSection, out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path, tex_path = (out_dir / f"{TABLE}.{ext}" for ext in ("csv", "md", "tex"))
+    section.table.to_csv(csv_path, index=False)
+    title = "Separation (Vera, Lex, Axis): absence, fan-out, insights, reserved types"
+    statements = "\n\n".join(section.statements)
+    if section.empty:
+        md_path.write_text(f"## {title}\n\n_{section.note}_\n\n{statements}\n")
+        tex_path.write_text(f"% {section.note}\n")
+    else:
+        body = section.table.set_index("target").T.reset_index().to_markdown(
+            index=False, headers=["measure", *section.table.target])
+        md_path.write_text(f"## {title}\n\nRates k/n = value [95% Wilson CI].\n\n{body}\n\n"
+                           f"{section.caption}\n\n{statements}\n")
+        tex_path.write_text(section.table.to_latex(index=False, escape=True, caption=title,
+                                                   label="tab:separation"))
+    return [csv_path, md_path, tex_path]
+
+
+def show(section: SeparationSection) -> None:
+    """Notebook display: the figure, the table (measures as rows) and the statements."""
+    from IPython.display import Image, Markdown, display
+
+    if section.empty:
+        display(Markdown(f"_{section.note}_"))
+    else:
+        png = [p for p in section.figure_paths if p.suffix == ".png"]
+        display(Image(filename=str(png[0])) if png else Markdown(f"_{section.note}_"))
+        display(section.table.set_index("target").T)
+    display(Markdown("\n\n".join(section.statements)))
