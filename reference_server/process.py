@@ -38,6 +38,8 @@ class ReferenceServerError(RuntimeError):
 
 
 class ReferenceServer:
+    startup_timeout_s: float = STARTUP_TIMEOUT_S
+
     def __init__(self, profile: str = "memclaw-2026-05-30", db_path: Path | None = None,
                  port: int | None = None, extra_args: Sequence[str] = (),
                  env: dict | None = None, log_path: Path | None = None) -> None:
@@ -90,7 +92,7 @@ class ReferenceServer:
         return self
 
     def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
                 raise ReferenceServerError(
@@ -104,7 +106,7 @@ class ReferenceServer:
             time.sleep(0.05)
         self.kill()
         raise ReferenceServerError(
-            f"reference server did not answer /api/v1/health within {STARTUP_TIMEOUT_S:.0f} s "
+            f"reference server did not answer /api/v1/health within {self.startup_timeout_s:.0f} s "
             f"on {self.base_url}; log tail:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 30) -> str:

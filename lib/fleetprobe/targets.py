@@ -2,6 +2,8 @@
 
 `reference`: starts `reference_server` on a free loopback port with the params' profile,
 creates a fresh tenant for the run, stops the server afterwards.
+`backend`: starts the adapter of another memory system (`target.backend`: langgraph, mem0,
+crewai; `lib/fleetprobe/backends`, docs/backends.md) the same way, with a fresh tenant.
 `live`: base URL, key and tenant from the environment (`MEMCLAW_API_URL`, `MEMCLAW_API_KEY`,
 `MEMCLAW_TENANT_ID`), never from a file. The harness has no delete call at all, so a live
 run cannot remove data it did not write.
@@ -34,8 +36,11 @@ class TargetParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["reference", "live"] = "reference"
+    kind: Literal["reference", "live", "backend"] = "reference"
     profile: str = DEFAULT_PROFILE
+    # backend only: which memory system, and which of its stores (langgraph: memory | sqlite)
+    backend: Literal["langgraph", "mem0", "crewai"] | None = None
+    backend_store: str | None = None
     # reference only: passed to `python -m reference_server` (e.g. "10/second")
     write_rate: str | None = None
     search_rate: str | None = None
@@ -63,6 +68,11 @@ class Target:
             "server_version": self.info.get("version"),
             "server_profile": self.info.get("profile"),
             "latency_simulated": self.info.get("latency_simulated"),
+            **({"backend": self.info.get("backend"),
+                "backend_version": self.info.get("backend_version"),
+                "backend_store": self.info.get("backend_store"),
+                "outbound_refused": (self.info.get("network") or {}).get("outbound_refused")}
+               if self.kind == "backend" else {}),
         }
 
 
@@ -70,6 +80,9 @@ class Target:
 def open_target(params: TargetParams) -> Iterator[Target]:
     if params.kind == "reference":
         with reference_target(params) as target:
+            yield target
+    elif params.kind == "backend":
+        with backend_target(params) as target:
             yield target
     else:
         yield live_target(params)
@@ -93,11 +106,35 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
         yield target_for_server(server, params.profile)
 
 
-def target_for_server(server: Any, profile: str | None = None) -> Target:
-    """A `reference` target on an already running ReferenceServer, with a fresh tenant."""
+@contextmanager
+def backend_target(params: TargetParams) -> Iterator[Target]:
+    if params.backend is None:
+        raise TargetError("target.kind backend needs target.backend: langgraph, mem0 or crewai "
+                          "(e.g. --set target.backend=mem0)")
+    try:
+        from fleetprobe.backends.process import BackendServer
+    except ImportError as exc:  # pragma: no cover - the package ships with the kit
+        raise TargetError(f"the backend adapters are not importable ({exc})") from exc
+    server = BackendServer(params.backend, params.backend_store)
+    try:
+        server.start()
+    except Exception as exc:
+        server.close()
+        raise TargetError(
+            f"the {params.backend} adapter did not start; is the `backends` extra installed "
+            f"(`pip install -e '.[backends]'`, `make backends`)? {exc}") from exc
+    try:
+        yield target_for_server(server, f"backend-{params.backend}", kind="backend")
+    finally:
+        server.close()
+
+
+def target_for_server(server: Any, profile: str | None = None,
+                      kind: str = "reference") -> Target:
+    """A target on an already running ReferenceServer (or adapter), with a fresh tenant."""
     tenant_id, raw_key = server.create_tenant()
     return Target(
-        kind="reference",
+        kind=kind,
         base_url=server.base_url,
         tenant=Credential(kind="tenant", tenant_id=tenant_id, key=raw_key),
         profile_requested=profile,
