@@ -108,25 +108,33 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
 
 @contextmanager
 def backend_target(params: TargetParams) -> Iterator[Target]:
-    if params.backend is None:
+    backend = params.backend or _backend_of_profile(params.profile)
+    if backend is None:
         raise TargetError("target.kind backend needs target.backend: langgraph, mem0 or crewai "
-                          "(e.g. --set target.backend=mem0)")
+                          "(e.g. --set target.backend=mem0, or target.profile=backend-mem0)")
     try:
         from fleetprobe.backends.process import BackendServer
     except ImportError as exc:  # pragma: no cover - the package ships with the kit
         raise TargetError(f"the backend adapters are not importable ({exc})") from exc
-    server = BackendServer(params.backend, params.backend_store)
+    server = BackendServer(backend, params.backend_store)
     try:
         server.start()
     except Exception as exc:
         server.close()
         raise TargetError(
-            f"the {params.backend} adapter did not start; is the `backends` extra installed "
+            f"the {backend} adapter did not start; is the `backends` extra installed "
             f"(`pip install -e '.[backends]'`, `make backends`)? {exc}") from exc
     try:
-        yield target_for_server(server, f"backend-{params.backend}", kind="backend")
+        yield target_for_server(server, f"backend-{backend}", kind="backend")
     finally:
         server.close()
+
+
+def _backend_of_profile(profile: str) -> str | None:
+    """`backend-mem0` -> `mem0`: a batch plan names backends as profiles (params/backends.yaml)."""
+    name = profile.removeprefix("backend-")
+    return name if profile.startswith("backend-") and name in ("langgraph", "mem0", "crewai") \
+        else None
 
 
 def target_for_server(server: Any, profile: str | None = None,

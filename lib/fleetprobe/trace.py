@@ -40,7 +40,7 @@ MANIFEST_PACKAGES = (
     # the optional `backends` extra (null when not installed)
     "langgraph", "mem0ai", "qdrant-client", "crewai", "lancedb",
 )
-_BY_ID = re.compile(r"/(memories|agents|entities)/(?!bulk\b|redistribute\b)[^/?\s]+")
+_BY_ID = re.compile(r"/(memories|agents|entities)/(?!bulk\b|redistribute\b|upsert\b)[^/?\s]+")
 
 
 def _op_shape(op: str) -> str:

@@ -51,6 +51,14 @@ def is_loopback(host: Any) -> bool:
         return False
 
 
+def _is_ip(host: Any) -> bool:
+    try:
+        ipaddress.ip_address(str(host).split("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
 def _refuse(what: str) -> None:
     with _lock:
         _attempts.append(what)
@@ -70,8 +78,8 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         host = args[0]
         if isinstance(host, bytes):
             host = host.decode("ascii", "replace")
-        if host is not None and host != "" and not is_loopback(host):
-            _refuse(f"resolve {host}")
+        if host is not None and host != "" and not is_loopback(host) and not _is_ip(host):
+            _refuse(f"resolve {host}")  # an IP literal resolves locally; its connect is checked
 
 
 def install() -> None:
