@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fleetprobe.analysis import figures, tables, verdict
+from fleetprobe.analysis import backends_report, figures, tables, verdict
 from fleetprobe.analysis.results import Results
 
 
@@ -39,6 +39,8 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
                      "SELECT run_dir, lines FROM unreadable_lines ORDER BY run_dir").fetchall()]
         notes += [t.note for t in table_list if t.empty]
         notes += [f.note for f in figure_outputs.values() if f.note]
+        backends = backends_report.write_backends_report(results, out_dir, traces_root)
+        notes += backends["notes"]
         if results.runs.empty:
             notes.insert(0, f"No runs found under {traces_root}: run an experiment first "
                             "(make reproduce) or point --traces at a directory of runs.")
@@ -51,6 +53,7 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
             "reproduction": reproduction,
             "verdicts": verdicts,
             "canonical": results.canonical,
+            "backends": backends,
             "notes": notes,
         }
     finally:

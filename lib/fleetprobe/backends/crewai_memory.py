@@ -8,8 +8,9 @@ CrewAI's own "only visible to recall from the same source". scope, categories an
 are always passed and `consolidation_threshold` is 1.0 (CrewAI's documented "disable"), so
 remember() calls no LLM, except for content whose nearest stored neighbour scores exactly 1.0
 (an exact duplicate in the same scope: CrewAI still asks the LLM to consolidate it; the
-adapter's LLM refuses and the write answers "not supported"); recall uses `depth="shallow"` (one vector search, no LLM). A search recalls under the
-scope of each requested fleet (request `fleet_ids`, else the caller's home fleet, else the
+adapter's LLM refuses and the write answers "not supported"); recall uses
+`depth="shallow"` (one vector search, no LLM). A search recalls under the scope of each
+requested fleet (request `fleet_ids`, else the caller's home fleet, else the
 tenant root) with `source` = the caller's agent (none for a tenant key). CrewAI matches
 a scope as a string prefix (`scope LIKE '<prefix>%'`). `filter_agent_id` has no equivalent
 in recall (source only unlocks private records) and answers "not supported". CrewAI's
