@@ -230,7 +230,7 @@ def reproductions(results: Results) -> str:
                    f"`{leak['prober_fleet']}`)")
             scope = (f", search variant `{leak['variant_search']}`" if axis == "search"
                      else "")
-            lines += [f"2. `{leak['op'].split('?')[0]}` with {who}{scope}: relation "
+            lines += [f"2. `{(leak['op'] or axis).split('?')[0]}` with {who}{scope}: relation "
                       f"`{leak['relation']}`, expected `deny`, status {leak['status']}, the "
                       "row came back.",
                       f"3. Known: {known_issue(backend, axis, leak)}", ""]

@@ -13,7 +13,7 @@ from pathlib import Path
 from reference_server.process import ReferenceServer
 
 # Importing a backend (crewai most of all) takes seconds on a busy 2-core machine.
-STARTUP_TIMEOUT_S = 90.0
+STARTUP_TIMEOUT_S = 240.0
 
 
 class BackendServer(ReferenceServer):
