@@ -9,6 +9,7 @@ from pathlib import Path
 from fleetprobe.analysis import report
 from fleetprobe.analysis.backends_report import NO_RUNS, backends_table
 from fleetprobe.analysis.results import Results
+
 from .fixtures.builders import write_run
 
 NA = "not supported by this backend (mem0): POST /memories/redistribute: no re-homing"
