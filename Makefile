@@ -87,7 +87,7 @@ $(BACKENDS_STAMP): $(STAMP) pyproject.toml
 
 .PHONY: backends backends-smoke
 backends: $(BACKENDS_STAMP)
-	$(PY) -m fleetprobe batch params/backends.yaml
+	$(PY) -m fleetprobe batch params/backends.yaml --jobs 3
 	$(MAKE) --no-print-directory report
 
 backends-smoke: $(BACKENDS_STAMP)

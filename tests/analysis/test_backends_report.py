@@ -20,7 +20,8 @@ def _probe(axis: str, expected: str, returned: bool) -> dict:
             "leak": returned and expected == "deny",
             "miss": (not returned) and expected == "allow", "credential": "tenant",
             "status": 200, "secret_id": "s1",
-            "op": "POST /api/v1/search" if axis == "search" else "GET /api/v1/memories/m1", "relation": "cross_fleet",
+            "op": "POST /api/v1/search" if axis == "search" else "GET /api/v1/memories/m1",
+            "relation": "cross_fleet",
             "variant_search": "fleet_ids", "prober_agent": "a1", "prober_fleet": "f0"}
 
 
