@@ -6,9 +6,8 @@ Mapping (docs/backends.md): a row is remembered at scope
 with `source` = the writing agent and `private=True` when agent-scoped (`scope_agent`):
 CrewAI's own "only visible to recall from the same source". scope, categories and importance
 are always passed and `consolidation_threshold` is 1.0 (CrewAI's documented "disable"), so
-remember() calls no LLM, except for content whose nearest stored neighbour scores exactly 1.0
-(an exact duplicate in the same scope: CrewAI still asks the LLM to consolidate it; the
-adapter's LLM refuses and the write answers "not supported"); recall uses
+remember() calls no LLM (should a stored neighbour ever score 1.0, CrewAI would ask the LLM
+to consolidate: the adapter's LLM refuses and that write answers "not supported"); recall uses
 `depth="shallow"` (one vector search, no LLM). A search recalls under the scope of each
 requested fleet (request `fleet_ids`, else the caller's home fleet, else the
 tenant root) with `source` = the caller's agent (none for a tenant key). CrewAI matches
