@@ -41,7 +41,6 @@ class Mem0Backend:
             "llm": {"provider": "langchain", "config": {"model": NoLLM()}},
             "history_db_path": str(data_dir / "mem0-history.db"),
         })
-        self._ids: dict[str, str] = {}  # wire id -> mem0 id (mem0 mints its own)
 
     def write(self, memory: StoredMemory) -> StoredMemory:
         meta = {"wire": {k: v for k, v in memory.payload().items() if k in _META_FIELDS},
@@ -53,7 +52,7 @@ class Mem0Backend:
         added = [r for r in result.get("results", []) if r.get("event") == "ADD"]
         if not added:
             raise NotSupported("mem0 stored nothing for this write")
-        memory.id = str(added[0]["id"])
+        memory.id = str(added[0]["id"])  # mem0 mints the id; the wire returns mem0's
         return memory
 
     def get(self, caller: Identity, memory_id: str) -> StoredMemory | None:
