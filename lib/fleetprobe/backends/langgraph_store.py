@@ -63,6 +63,11 @@ class LangGraphBackend:
             self.store = "SqliteStore"
             self._conn = sqlite3.connect(str(data_dir / "langgraph.sqlite"),
                                          check_same_thread=False, isolation_level=None)
+            if not hasattr(self._conn, "enable_load_extension"):
+                raise RuntimeError(
+                    "langgraph SqliteStore with a vector index loads the sqlite-vec extension, "
+                    "and this Python's sqlite3 was built without loadable extensions; use "
+                    "target.backend_store=memory (InMemoryStore) here")
             self._store = SqliteStore(self._conn, index=index)
             self._store.setup()
         else:
