@@ -159,3 +159,21 @@ faults: $(STAMP)
 		$(PY) -m fleetprobe run faults --params params/reference/faults.yaml \
 			--set target.profile=$$profile || exit 1; \
 	done
+
+# --- Other memory backends (issue 11): LangGraph store, mem0, CrewAI Memory behind the wire
+# adapter (lib/fleetprobe/backends, docs/backends.md). The `backends` extra is optional and
+# pinned; `backends` runs the paper-scale comparison (params/backends.yaml) then the report,
+# `backends-smoke` each adapter's smoke test (CI).
+BACKENDS_STAMP := $(VENV)/.backends-installed
+
+$(BACKENDS_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e '.[dev,backends]'
+	touch $(BACKENDS_STAMP)
+
+.PHONY: backends backends-smoke
+backends: $(BACKENDS_STAMP)
+	$(PY) -m fleetprobe batch params/backends.yaml --jobs 3
+	$(MAKE) --no-print-directory report
+
+backends-smoke: $(BACKENDS_STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/backends -s

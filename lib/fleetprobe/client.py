@@ -28,6 +28,9 @@ from fleetprobe.pacing import PacerSet
 
 API = "/api/v1"
 ERROR_MAX_CHARS = 160
+# `error.code` of a 501 from a backend adapter (lib/fleetprobe/backends): the memory system
+# behind it has no equivalent of the path, so the probe is not applicable, never pass or fail.
+NOT_SUPPORTED_CODE = "NOT_SUPPORTED_BY_BACKEND"
 
 CredentialKind = Literal["tenant", "agent", "gate", "headers"]
 # Kinds whose agent identity is asserted by the client in `X-Agent-ID` (a self-hosted engine
@@ -114,9 +117,22 @@ class RetryPolicy:
     retry_on_429: bool = True
 
     def should_retry(self, result: Result) -> bool:
+        if not_supported(result) is not None:
+            return False  # a backend without the path answers the same every time
         if result.status == 429:
             return self.retry_on_429
         return result.retryable
+
+
+def not_supported(result: Result) -> str | None:
+    """The reason, when the answer is a backend adapter's "not supported by this backend"
+    (501 with `error.code` NOT_SUPPORTED_BY_BACKEND); None for every other answer."""
+    if result.status != 501 or not isinstance(result.body, dict):
+        return None
+    envelope = result.body.get("error")
+    if not isinstance(envelope, dict) or envelope.get("code") != NOT_SUPPORTED_CODE:
+        return None
+    return str(envelope.get("message") or "not supported by this backend")[:ERROR_MAX_CHARS]
 
 
 def short_error(status: int, body: Any) -> str:

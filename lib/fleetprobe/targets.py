@@ -2,6 +2,8 @@
 
 `reference`: starts `reference_server` on a free loopback port with the params' profile,
 creates a fresh tenant for the run, stops the server afterwards.
+`backend`: starts the adapter of another memory system (`target.backend`: langgraph, mem0,
+crewai; `lib/fleetprobe/backends`, docs/backends.md) the same way, with a fresh tenant.
 `live`: base URL, key and tenant from the environment (`MEMCLAW_API_URL`, `MEMCLAW_API_KEY`,
 `MEMCLAW_TENANT_ID`), never from a file. The harness has no delete call at all, so a live
 run cannot remove data it did not write.
@@ -60,9 +62,13 @@ class TargetParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["reference", "live"] = "reference"
-    # reference only (the bundled server's profile); None = DEFAULT_PROFILE for `reference`
+    kind: Literal["reference", "live", "backend"] = "reference"
+    # reference only (the bundled server's profile); None = DEFAULT_PROFILE for `reference`;
+    # a batch plan names backends as profiles (`backend-mem0`)
     profile: str | None = None
+    # backend only: which memory system, and which of its stores (langgraph: memory | sqlite)
+    backend: Literal["langgraph", "mem0", "crewai"] | None = None
+    backend_store: str | None = None
     # reference only: passed to `python -m reference_server` (e.g. "10/second")
     write_rate: str | None = None
     search_rate: str | None = None
@@ -113,6 +119,8 @@ def default_label(kind: str | None, profile: str | None, version: str | None,
     """The bundled server's profile (plus ` +<embedder>` when it is not the default hashing
     embedder, so an embedder ablation is its own label); for a live endpoint
     `live <version> @ <host:port>`."""
+    if kind == "backend" and profile:
+        return profile
     if kind == "reference" and profile:
         return profile if embedder in DEFAULT_EMBEDDER_NAMES else f"{profile} +{embedder}"
     host = urlsplit(base_url or "").netloc or "unknown-host"
@@ -166,6 +174,11 @@ class Target:
             "latency_simulated": self.info.get("latency_simulated"),
             "server_shared": bool(getattr(self.server, "shared", False)),
             "embedder": self.info.get("embedder"),
+            **({"backend": self.info.get("backend"),
+                "backend_version": self.info.get("backend_version"),
+                "backend_store": self.info.get("backend_store"),
+                "outbound_refused": (self.info.get("network") or {}).get("outbound_refused")}
+               if self.kind == "backend" else {}),
         }
 
 
@@ -177,6 +190,9 @@ def _text(value: Any) -> str | None:
 def open_target(params: TargetParams) -> Iterator[Target]:
     if params.kind == "reference":
         with reference_target(params) as target:
+            yield target
+    elif params.kind == "backend":
+        with backend_target(params) as target:
             yield target
     else:
         yield live_target(params)
@@ -229,10 +245,42 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
         yield target_for_server(server, params.profile, label=params.label)
 
 
+@contextmanager
+def backend_target(params: TargetParams) -> Iterator[Target]:
+    backend = params.backend or _backend_of_profile(params.profile)
+    if backend is None:
+        raise TargetError("target.kind backend needs target.backend: langgraph, mem0 or crewai "
+                          "(e.g. --set target.backend=mem0, or target.profile=backend-mem0)")
+    try:
+        from fleetprobe.backends.process import BackendServer
+    except ImportError as exc:  # pragma: no cover - the package ships with the kit
+        raise TargetError(f"the backend adapters are not importable ({exc})") from exc
+    server = BackendServer(backend, params.backend_store)
+    try:
+        server.start()
+    except Exception as exc:
+        server.close()
+        raise TargetError(
+            f"the {backend} adapter did not start; is the `backends` extra installed "
+            f"(`pip install -e '.[backends]'`, `make backends`)? {exc}") from exc
+    try:
+        yield target_for_server(server, f"backend-{backend}", kind="backend")
+    finally:
+        server.close()
+
+
+def _backend_of_profile(profile: str | None) -> str | None:
+    """`backend-mem0` -> `mem0`: a batch plan names backends as profiles (params/backends.yaml)."""
+    profile = profile or ""
+    name = profile.removeprefix("backend-")
+    return name if profile.startswith("backend-") and name in ("langgraph", "mem0", "crewai") \
+        else None
+
+
 def target_for_server(server: Any, profile: str | None = None,
-                      label: str | None = None) -> Target:
-    """A `reference` target on an already running ReferenceServer, with a fresh tenant.
-    A server started with `auth="gate"` or `"headers"` is spoken to in that shape."""
+                      label: str | None = None, kind: str = "reference") -> Target:
+    """A target on an already running ReferenceServer (or backend adapter), with a fresh
+    tenant. A server started with `auth="gate"` or `"headers"` is spoken to in that shape."""
     tenant_id, raw_key = server.create_tenant()
     auth = getattr(server, "auth", "gateway")
     if auth == "gate":
@@ -242,7 +290,7 @@ def target_for_server(server: Any, profile: str | None = None,
     else:
         cred = Credential(kind="tenant", tenant_id=tenant_id, key=raw_key)
     return Target(
-        kind="reference",
+        kind=kind,
         base_url=server.base_url,
         tenant=cred,
         profile_requested=profile,

@@ -21,17 +21,31 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from fleetprobe.client import Result
+from fleetprobe.client import Result, not_supported
 
 EVENTS_MD = Path(__file__).with_name("EVENTS.md")
 COMMON_FIELDS = (
     "run_id", "experiment", "seq", "ts", "phase", "op", "status", "latency_ms", "attempts",
-    "error",
+    "error", "not_applicable",
+)
+# Judgements an event may carry; an answer "not supported by this backend" nulls them all, so
+# the probe counts as neither outcome (not applicable, with the reason in `not_applicable`).
+JUDGEMENT_FIELDS = (
+    "returned", "leak", "miss", "visible", "detected", "flipped", "admitted", "both_admitted",
+    "stale", "complete", "accurate", "depth_faithful",
 )
 MANIFEST_PACKAGES = (
     "fleetprobe", "httpx", "tenacity", "pydantic", "pyyaml", "fastapi", "uvicorn", "duckdb",
     "pandas", "scipy", "papermill",
+    # the optional `backends` extra (null when not installed)
+    "langgraph", "mem0ai", "qdrant-client", "crewai", "lancedb",
 )
+_BY_ID = re.compile(r"/(memories|agents|entities)/(?!bulk\b|redistribute\b|upsert\b)[^/?\s]+")
+
+
+def _op_shape(op: str) -> str:
+    """`GET /api/v1/memories/{id}` for any id, so one request kind is one manifest entry."""
+    return _BY_ID.sub(lambda m: f"/{m.group(1)}/{{id}}", op)
 
 
 class SecretLeakError(RuntimeError):
@@ -142,6 +156,8 @@ class Manifest:
     complete: bool = False
     incomplete_reason: str | None = "running"
     skipped: list[dict[str, str]] = field(default_factory=list)
+    # op -> {"reason", "count"}: requests the target answered "not supported by this backend"
+    not_applicable: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -207,7 +223,15 @@ class Trace:
             raise ValueError(
                 f"{self.experiment}/{phase}: fields {sorted(unknown)} are not in EVENTS.md"
             )
+        unsupported = not_supported(result) if result is not None else None
+        if unsupported is not None:
+            fields = {**fields, **dict.fromkeys(
+                (f for f in JUDGEMENT_FIELDS if f in allowed), None)}
         with self._lock:
+            if unsupported is not None:
+                entry = self.manifest.not_applicable.setdefault(
+                    _op_shape(result.op), {"reason": unsupported, "count": 0})
+                entry["count"] += 1
             record: dict[str, Any] = {
                 "run_id": self.run_id,
                 "experiment": self.experiment,
@@ -219,6 +243,7 @@ class Trace:
                 "latency_ms": _round_ms(result.latency_ms if result else None),
                 "attempts": result.attempts if result else 0,
                 "error": result.error if result else None,
+                "not_applicable": unsupported,
             }
             record.update({name: fields.get(name) for name in allowed})
             line = self._guard(json.dumps(record, default=str), f"event {phase}")

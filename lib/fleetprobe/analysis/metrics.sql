@@ -643,3 +643,65 @@ WITH per_metric AS (
 SELECT r.run_id, r.profile, r.target_kind, m.metric,
        CAST(m.numerator AS BIGINT) AS numerator, CAST(m.denominator AS BIGINT) AS denominator
 FROM per_metric m JOIN runs r USING (run_id);
+-- Backends (issue 11: LangGraph store, mem0, CrewAI Memory behind the wire adapter; the
+-- backends table of lib/fleetprobe/analysis/backends_report.py). One row per run x metric:
+-- outcome counts over judged events, and how many events the target answered "not
+-- supported by this backend" (`not_applicable`, their judgements are null).
+-- ---------------------------------------------------------------------------------------
+
+CREATE VIEW backend_metric_counts AS
+WITH outcomes AS (
+    SELECT run_id, 'leakage_search_leak' AS metric, leak AS outcome, not_applicable
+    FROM events WHERE experiment = 'leakage' AND phase = 'probe' AND axis = 'search'
+                  AND expected = 'deny'
+    UNION ALL
+    SELECT run_id, 'leakage_search_miss', miss, not_applicable
+    FROM events WHERE experiment = 'leakage' AND phase = 'probe' AND axis = 'search'
+                  AND expected = 'allow'
+    UNION ALL
+    SELECT run_id, 'leakage_get_exposure', leak, not_applicable
+    FROM events WHERE experiment = 'leakage' AND phase = 'probe' AND axis = 'get'
+                  AND expected = 'deny'
+    UNION ALL
+    SELECT run_id, 'leakage_agent_get_leak', leak, not_applicable
+    FROM events WHERE experiment = 'leakage' AND phase IN ('agent_probe', 'reprobe')
+                  AND credential = 'agent' AND expected = 'deny'
+    UNION ALL
+    SELECT run_id, 'leakage_agent_get_miss', miss, not_applicable
+    FROM events WHERE experiment = 'leakage' AND phase IN ('agent_probe', 'reprobe')
+                  AND credential = 'agent' AND expected = 'allow'
+    UNION ALL
+    SELECT run_id, 'propagation_sibling_visible', visible, not_applicable
+    FROM events WHERE experiment = 'propagation' AND phase = 'probe'
+                  AND reader_relation = 'sibling'
+    UNION ALL
+    SELECT run_id, 'propagation_foreign_leak', leak, not_applicable
+    FROM events WHERE experiment = 'propagation' AND phase = 'probe'
+                  AND reader_relation = 'foreign'
+    UNION ALL
+    SELECT run_id, 'propagation_redistribute_flipped', flipped, not_applicable
+    FROM events WHERE experiment = 'propagation' AND phase = 'redistribute'
+    UNION ALL
+    SELECT run_id, 'provenance_complete', complete, not_applicable
+    FROM events WHERE experiment = 'provenance' AND phase = 'chain'
+    UNION ALL
+    SELECT run_id, 'provenance_accurate', accurate, not_applicable
+    FROM events WHERE experiment = 'provenance' AND phase = 'chain'
+    UNION ALL
+    SELECT run_id, 'contradiction_detected', detected, not_applicable
+    FROM events WHERE experiment = 'contradiction' AND phase = 'check'
+    UNION ALL
+    SELECT run_id, 'contradiction_stale_read', stale, not_applicable
+    FROM events WHERE experiment = 'contradiction' AND phase = 'stale_read'
+)
+SELECT run_id, metric,
+       count(*) FILTER (WHERE outcome)                    AS numerator,
+       count(*) FILTER (WHERE outcome IS NOT NULL)        AS denominator,
+       count(*) FILTER (WHERE not_applicable IS NOT NULL) AS not_applicable,
+       any_value(not_applicable)                          AS na_reason
+FROM outcomes GROUP BY ALL;
+
+-- requests a run's target answered "not supported by this backend", per run and phase
+CREATE VIEW backend_not_applicable AS
+SELECT run_id, experiment, phase, count(*) AS n, any_value(not_applicable) AS reason
+FROM events WHERE not_applicable IS NOT NULL GROUP BY ALL;

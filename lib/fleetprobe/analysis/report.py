@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetprobe.analysis import (
+    backends_report,
     faults_report,
     figures,
     html_report,
@@ -50,6 +51,8 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
         notes += [t.note for t in table_list if t.empty]
         notes += [f.note for f in figure_outputs.values() if f.note]
         notes += [separation.note] if separation.note else []
+        backends = backends_report.write_backends_report(results, out_dir, traces_root)
+        notes += backends["notes"]
         if results.runs.empty:
             notes.insert(0, f"No runs found under {traces_root}: run an experiment first "
                             "(make reproduce) or point --traces at a directory of runs.")
@@ -63,6 +66,7 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
             "verdicts": verdicts,
             "canonical": results.canonical,
             "separation": separation,
+            "backends": backends,
             "notes": notes,
         }
         built["index"] = html_report.write_index(built)

@@ -1,0 +1,269 @@
+"""The backends table, its figure and the minimal reproductions, from the traces alone.
+
+One row per target x metric: every backend run behind the wire adapter (profile
+`backend-<name>`, docs/backends.md) beside the bundled server's profiles, each from its
+experiment's canonical run (`Results.canonical`). A metric whose events the target answered
+"not supported by this backend" is not applicable, with the reason, never a pass or a fail.
+Where a backend leaks, `backends_repro.md` shows the smallest recorded case (the write and
+one leaking probe, as recorded) and the backend's own issue where the same bug is known.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from fleetprobe.analysis.results import Results  # noqa: E402
+from fleetprobe.analysis.stats import fmt_rate, rate  # noqa: E402
+from fleetprobe.analysis.tables import Table, write_table  # noqa: E402
+
+BACKEND_PREFIX = "backend-"
+# (metric view row, experiment, what it counts, the signal a governed store keeps low/high)
+METRICS: tuple[tuple[str, str, str], ...] = (
+    ("leakage_search_leak", "leakage", "search leak (expected-deny probes that returned it)"),
+    ("leakage_search_miss", "leakage", "search miss (expected-allow probes that missed it)"),
+    ("leakage_get_exposure", "leakage", "GET-by-id exposure, tenant key (expected deny)"),
+    ("leakage_agent_get_leak", "leakage", "GET-by-id leak, agent keys (expected deny)"),
+    ("leakage_agent_get_miss", "leakage", "GET-by-id miss, agent keys (expected allow)"),
+    ("propagation_sibling_visible", "propagation", "sibling sees the fleet fact"),
+    ("propagation_foreign_leak", "propagation", "foreign fleet sees it (leak)"),
+    ("propagation_redistribute_flipped", "propagation", "redistribute re-homes the row"),
+    ("provenance_complete", "provenance", "chain walk complete"),
+    ("provenance_accurate", "provenance", "writer recorded at every hop"),
+    ("contradiction_detected", "contradiction", "contradiction detected"),
+    ("contradiction_stale_read", "contradiction", "reader sees a stale value"),
+)
+LEAK_METRICS = ("leakage_search_leak", "leakage_get_exposure", "leakage_agent_get_leak",
+                "propagation_foreign_leak")
+# The same bug where the backend's own tracker (or a downstream fix) already knows it, by
+# (backend, axis, credential) of the leaking probe.
+KNOWN_ISSUES: dict[tuple[str, str, str], str] = {
+    ("mem0", "get", "agent"): "strands-agents/tools#596 (downstream fix: mem0's "
+                              "`get(memory_id)` takes no owner, so its callers check ownership)",
+    ("mem0", "get", "tenant"): "strands-agents/tools#596 (downstream fix: mem0's "
+                               "`get(memory_id)` takes no owner, so its callers check ownership)",
+    ("langgraph", "search", "tenant"): "by design: `BaseStore.search` returns every namespace "
+                                       "under the prefix, agent namespaces of a fleet included "
+                                       "(segment-crossing variant: langchain-ai/langgraphjs#2721)",
+}
+# Why, where no upstream issue was found.
+WHY: dict[tuple[str, str], str] = {
+    ("mem0", "search"): "mem0 has no visibility concept: `scope_agent` is metadata its search "
+                        "does not interpret, and its filters scope by what the caller asks for",
+    ("crewai", "get"): "CrewAI's Memory has no read by id; its storage protocol's "
+                       "`get_record(id)` takes no scope and no source",
+    ("crewai", "search"): "CrewAI matches scopes as string prefixes (crewAIInc/crewAI#7543)",
+}
+SINGULAR = ("the request names no fleet (`fleet_id` singular, which MemClaw's schema ignores), "
+            "so the scope is the caller's default: the whole tenant for a tenant key")
+TENANT_GET = ("the tenant key names no agent, so its reach is the whole tenant (as MemClaw's "
+              "2026-05-30 GET-by-id)")
+
+
+def known_issue(backend: str, axis: str, leak: dict[str, Any]) -> str:
+    if axis == "search" and leak.get("variant_search") == "fleet_id_singular":
+        return SINGULAR
+    found = KNOWN_ISSUES.get((backend, axis, leak.get("credential") or "tenant"))
+    if found:
+        return found
+    if axis == "get" and leak.get("credential") != "agent":
+        return TENANT_GET
+    why = WHY.get((backend, axis))
+    return f"no upstream issue found; {why}" if why else "no upstream issue found"
+
+
+NO_RUNS = ("no backend runs yet: run `make backends` (or `python -m fleetprobe run <experiment> "
+           "--set target.kind=backend --set target.backend=<langgraph|mem0|crewai>`)")
+
+
+def backend_of(profile: str | None) -> str | None:
+    return profile[len(BACKEND_PREFIX):] if profile and profile.startswith(BACKEND_PREFIX) \
+        else None
+
+
+def _versions(results: Results, traces_root: Path | None) -> dict[str, str]:
+    """run_id -> `<version> (<store>)` of a backend run, from its manifest (the analysis's
+    manifest table keeps only the fields every target has)."""
+    out: dict[str, str] = {}
+    for run in results.runs.itertuples():
+        if backend_of(run.profile) is None or traces_root is None:
+            continue
+        try:
+            manifest = json.loads((Path(traces_root) / run.run_id / "manifest.json").read_text())
+        except (OSError, ValueError):
+            continue
+        target = manifest.get("target") or {}
+        out[run.run_id] = (f"{target.get('backend_version') or '?'} "
+                           f"({target.get('backend_store') or '?'})")
+    return out
+
+
+def backends_table(results: Results, traces_root: Path | None = None) -> Table:
+    canonical = results.canonical
+    counts = results.view("backend_metric_counts")
+    na = results.view("backend_not_applicable")
+    versions = _versions(results, traces_root)
+    backend_runs = canonical[canonical.profile.map(backend_of).notna()]
+    rows: list[dict[str, Any]] = []
+    if not backend_runs.empty:
+        targets = sorted({p for p in canonical.profile.dropna() if p != "unknown"},
+                         key=lambda p: (backend_of(p) is None, p))
+        for profile in targets:
+            for metric, experiment, label in METRICS:
+                run = results.canonical_run(experiment, profile)
+                if run is None:
+                    continue
+                rows.append(_row(profile, metric, label, run, counts, na, versions))
+    return Table("backends", "Backends: LangGraph store, mem0 and CrewAI Memory beside the "
+                 "bundled profiles", pd.DataFrame(rows),
+                 NO_RUNS if not rows else
+                 "One row per target x metric, from each experiment's canonical run. Rates "
+                 "k/n = value [95% Wilson CI] over judged events; `not applicable` = the "
+                 "target has no equivalent of the request (501 NOT_SUPPORTED_BY_BACKEND), "
+                 "neither pass nor fail. Mappings and versions: docs/backends.md.")
+
+
+def _row(profile: str, metric: str, label: str, run: Any, counts: pd.DataFrame,
+         na: pd.DataFrame, versions: dict[str, str]) -> dict[str, Any]:
+    found = counts[(counts.run_id == run.run_id) & (counts.metric == metric)]
+    k = int(found.numerator.sum()) if not found.empty else 0
+    n = int(found.denominator.sum()) if not found.empty else 0
+    n_na = int(found.not_applicable.sum()) if not found.empty else 0
+    reason = found.na_reason.dropna().iloc[0] if n_na else None
+    if metric == "contradiction_detected" and reason is None:
+        # detection keys on the subject entity: a target without entity upsert cannot run it
+        entity = na[(na.run_id == run.run_id) & (na.phase == "entity")]
+        if not entity.empty:
+            reason, n_na = entity.reason.iloc[0], int(entity.n.sum())
+    applicable = "not applicable" if reason is not None and (n == 0 or metric ==
+                                                              "contradiction_detected") \
+        else "applicable" if n else "no events"
+    return {
+        "target": profile, "kind": "backend" if backend_of(profile) else "reference",
+        "version": versions.get(run.run_id) or f"bundled server {run.server_version or ''}"
+        .strip(), "metric": label,
+        "applicability": applicable,
+        "result": fmt_rate(rate(k, n)) if n and applicable == "applicable" else "-",
+        "not_applicable": f"{n_na}: {reason}" if reason else "",
+        "run": run.run_id,
+    }
+
+
+def backends_figure(results: Results, out_dir: Path, table: Table | None = None,
+                    ) -> tuple[list[Path], str]:
+    """Leak rates per target with Wilson intervals (applicable metrics only)."""
+    table = table if table is not None else backends_table(results)
+    if table.empty:
+        return [], NO_RUNS
+    counts = results.view("backend_metric_counts")
+    rows = []
+    for rec in table.frame.itertuples():
+        metric = next(m for m, _, label in METRICS if label == rec.metric)
+        if metric not in LEAK_METRICS or rec.applicability != "applicable":
+            continue
+        found = counts[(counts.run_id == rec.run) & (counts.metric == metric)]
+        r = rate(int(found.numerator.sum()), int(found.denominator.sum()))
+        rows.append({"target": rec.target, "metric": rec.metric.split(" (")[0], "r": r})
+    if not rows:
+        return [], "no applicable leak metric in the canonical runs"
+    frame = pd.DataFrame(rows)
+    metrics = list(dict.fromkeys(frame.metric))
+    targets = list(dict.fromkeys(frame.target))
+    fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(metrics), 3.8))
+    width = 0.8 / max(len(targets), 1)
+    for i, target in enumerate(targets):
+        sub = frame[frame.target == target].set_index("metric")
+        xs = [j + i * width for j, m in enumerate(metrics) if m in sub.index]
+        rs = [sub.loc[m, "r"] for m in metrics if m in sub.index]
+        ax.bar(xs, [r.value for r in rs], width, label=target,
+               yerr=[[r.value - r.low for r in rs], [r.high - r.value for r in rs]], capsize=2)
+    ax.set_xticks([j + width * (len(targets) - 1) / 2 for j in range(len(metrics))])
+    ax.set_xticklabels(metrics, rotation=15, ha="right", fontsize=7)
+    ax.set_ylabel("rate (95% Wilson CI)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("Leakage by target (canonical runs)", fontsize=9)
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"backends_leakage.{ext}" for ext in ("png", "pdf")]
+    for path in paths:
+        fig.savefig(path)
+    plt.close(fig)
+    return paths, ""
+
+
+def reproductions(results: Results) -> str:
+    """Markdown: per backend and leak axis, the write and one leaking probe as recorded."""
+    lines = ["# Backends: minimal reproductions of the leaks measured", ""]
+    runs = results.canonical[(results.canonical.experiment == "leakage")
+                             & results.canonical.profile.map(backend_of).notna()]
+    if runs.empty:
+        return "\n".join(lines + [NO_RUNS, ""])
+    for run in runs.itertuples():
+        backend = backend_of(run.profile)
+        for axis, phases in (("search", ("probe",)), ("get", ("probe", "agent_probe",
+                                                              "reprobe"))):
+            leak = _first_leak(results, run.run_id, axis, phases)
+            if leak is None:
+                continue
+            write = results.con.execute(
+                "SELECT secret_scope, writer_agent, writer_fleet, variant_write FROM events "
+                "WHERE run_id = ? AND phase = 'write' AND secret_id = ? LIMIT 1",
+                [run.run_id, leak["secret_id"]]).fetchone() if leak["secret_id"] else None
+            lines += [f"## {backend}: {axis} ({run.run_id})", ""]
+            if write:
+                lines.append(f"1. `POST /api/v1/memories` as `{write[1]}` (fleet "
+                             f"`{write[2] if write[3] == 'fleet_id' else 'none'}`), "
+                             f"{'an' if write[0] == 'agent' else 'a'} {write[0]}-scoped row.")
+            who = (f"the agent key of `{leak['prober_agent']}` (fleet "
+                   f"`{leak['prober_fleet']}`, trust {leak['trust']})"
+                   if leak["credential"] == "agent" else
+                   f"the tenant key on behalf of `{leak['prober_agent']}` (fleet "
+                   f"`{leak['prober_fleet']}`)")
+            scope = (f", search variant `{leak['variant_search']}`" if axis == "search"
+                     else "")
+            lines += [f"2. `{(leak['op'] or axis).split('?')[0]}` with {who}{scope}: relation "
+                      f"`{leak['relation']}`, expected `deny`, status {leak['status']}, the "
+                      "row came back.",
+                      f"3. Known: {known_issue(backend, axis, leak)}", ""]
+    return "\n".join(lines)
+
+
+def _first_leak(results: Results, run_id: str, axis: str,
+                phases: tuple[str, ...]) -> dict[str, Any] | None:
+    marks = ", ".join("?" for _ in phases)
+    axis_rule = "axis = ?" if axis == "search" else "(axis = ? OR axis IS NULL)"
+    cur = results.con.execute(
+        f"SELECT op, status, prober_agent, prober_fleet, secret_id, relation, credential, "
+        f"trust, variant_search FROM events WHERE run_id = ? AND phase IN ({marks}) AND "
+        f"{axis_rule} AND leak ORDER BY credential = 'agent' DESC, "
+        f"coalesce(variant_search, '') = 'fleet_ids' DESC, seq LIMIT 1",
+        [run_id, *phases, axis])
+    row = cur.fetchone()
+    if row is None:
+        return None
+    return dict(zip([c[0] for c in cur.description], row, strict=True))
+
+
+def write_backends_report(results: Results, out_dir: Path,
+                          traces_root: Path | None = None) -> dict[str, Any]:
+    """Write tables/backends.{csv,md,tex}, figures/backends_leakage.{png,pdf} and
+    backends_repro.md under out_dir; return the table, paths and notes."""
+    out_dir = Path(out_dir)
+    table = backends_table(results, traces_root)
+    paths = write_table(table, out_dir / "tables")
+    figure_paths, figure_note = backends_figure(results, out_dir / "figures", table)
+    repro = out_dir / "backends_repro.md"
+    repro.write_text(reproductions(results), encoding="utf-8")
+    notes = [table.note] if table.empty else []
+    if figure_note and not table.empty:
+        notes.append(f"backends figure: {figure_note}")
+    return {"table": table, "paths": paths + figure_paths + [repro], "notes": notes}

@@ -1,0 +1,31 @@
+"""Other memory systems behind a thin adapter that speaks MemClaw's wire (docs/backends.md).
+
+`python -m fleetprobe.backends --backend langgraph|mem0|crewai` runs one adapter on loopback;
+the harness starts and stops it for `target.kind: backend` (`process.BackendServer`). Each
+adapter runs its backend in process, offline (`netguard`), with the kit's deterministic
+embedder and no LLM, and translates every call into the backend's own scoping API.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+BACKENDS = ("langgraph", "mem0", "crewai")
+
+
+def make_backend(name: str, data_dir: Path, store: str | None = None) -> Any:
+    """Import lazily: each backend is an optional dependency (the `backends` extra)."""
+    if name == "langgraph":
+        from .langgraph_store import LangGraphBackend
+
+        return LangGraphBackend(data_dir, store or "memory")
+    if name == "mem0":
+        from .mem0_backend import Mem0Backend
+
+        return Mem0Backend(data_dir, store)
+    if name == "crewai":
+        from .crewai_memory import CrewAIBackend
+
+        return CrewAIBackend(data_dir, store)
+    raise ValueError(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")

@@ -1,0 +1,231 @@
+"""The adapter's HTTP face: the subset of MemClaw's wire the experiments use, in front of one
+backend, with the reference server's error envelope, request schemas, serializers and key
+registry (keys and agents only: memories live in the backend).
+
+Identity is the adapter's only addition and it checks nothing: a key names the tenant (and,
+for an agent key, the agent and its home fleet), and the backend receives the request's own
+scoping fields. Every MemClaw path the backend has no equivalent for answers 501
+`NOT_SUPPORTED_BY_BACKEND` with the reason (docs/backends.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from fleetprobe.client import NOT_SUPPORTED_CODE
+from reference_server.auth import Caller, KeyRegistry, caller_from
+from reference_server.errors import ApiError, EnvelopeResponse, envelope, install_error_handlers
+from reference_server.schemas import MemoryCreate, ProvisionRequest, SearchRequest, TenantCreate
+from reference_server.serialize import memory_detail, memory_out
+from reference_server.storage import AgentRow, SqliteStorage
+
+from . import netguard
+from .base import Backend, Identity, NotSupported, SearchScope, StoredMemory
+
+log = logging.getLogger("fleetprobe.backends")
+
+
+@dataclass
+class AdapterState:
+    backend: Backend
+    storage: SqliteStorage  # tenants, keys, agents only
+    keys: KeyRegistry
+    lock: asyncio.Lock  # backends are called one at a time, off the event loop
+
+    def identity(self, caller: Caller) -> Identity:
+        if caller.tenant_id is None:
+            raise ApiError(403, "Admin credentials cannot read or write memories here.")
+        if caller.agent_id is None:
+            return Identity(caller.tenant_id)
+        agent = self.storage.get_agent(caller.tenant_id, caller.agent_id)
+        return Identity(caller.tenant_id, caller.agent_id,
+                        agent.fleet_id if agent else None,
+                        agent.trust_level if agent else None)
+
+    async def call(self, fn: Any, *args: Any) -> Any:
+        async with self.lock:
+            return await asyncio.to_thread(fn, *args)
+
+
+def backend_version(backend: Backend) -> str | None:
+    try:
+        return metadata.version(backend.package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _kit_version() -> str | None:
+    try:
+        return metadata.version("fleetprobe")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def not_supported(backend: str, what: str, reason: str) -> JSONResponse:
+    message = f"not supported by this backend ({backend}): {what}: {reason}"
+    body = envelope(501, message, message, {"backend": backend, "reason": reason})
+    body["error"]["code"] = NOT_SUPPORTED_CODE
+    return EnvelopeResponse(body, status_code=501)
+
+
+def state_of(request: Request) -> AdapterState:
+    return request.app.state.adapter
+
+
+CallerDep = Annotated[Caller, Depends(caller_from)]
+StateDep = Annotated[AdapterState, Depends(state_of)]
+router = APIRouter(prefix="/api/v1")
+
+
+@router.get("/health")
+async def health(state: StateDep) -> dict:
+    return {"status": "ok", "storage": "connected", "backend": state.backend.name}
+
+
+@router.get("/version")
+async def version(state: StateDep) -> dict:
+    b = state.backend
+    return {"version": _kit_version(), "engine": "fleetprobe-backend-adapter",
+            "profile": f"backend-{b.name}", "backend": b.name,
+            "backend_package": b.package, "backend_version": backend_version(b),
+            "backend_store": b.store, "latency_simulated": False,
+            "network": netguard.report()}
+
+
+@router.get("/whoami")
+async def whoami(request: Request, state: StateDep) -> dict:
+    caller = state.keys.peek(request.headers.get("x-api-key"))
+    if caller is None or caller.is_admin:
+        return {"tenant_id": None, "agent_id": None,
+                "auth_source": "anonymous" if caller is None else "admin-key"}
+    return {"tenant_id": caller.tenant_id, "agent_id": caller.agent_id,
+            "auth_source": "adapter-key", "auth_mode": caller.kind}
+
+
+@router.post("/admin/tenants", status_code=201)
+async def create_tenant(caller: CallerDep, state: StateDep,
+                        body: Annotated[TenantCreate | None, Body()] = None) -> dict:
+    if not caller.is_admin:
+        raise ApiError(403, "Admin credential required.")
+    tenant_id = (body.tenant_id if body else None) or f"t-{uuid.uuid4().hex[:12]}"
+    if not state.storage.create_tenant(tenant_id):
+        raise ApiError(409, f"Tenant '{tenant_id}' already exists")
+    raw_key, _ = state.keys.mint(tenant_id, label="tenant key")
+    return {"tenant_id": tenant_id, "raw_key": raw_key}
+
+
+@router.post("/admin/agent-keys/provision", status_code=201)
+async def provision(body: ProvisionRequest, caller: CallerDep, state: StateDep) -> dict:
+    """An agent identity for the backend's scoping parameters; its trust is recorded and
+    never checked (none of the backends has a trust concept)."""
+    caller.enforce_not_agent("provision agent keys")
+    tenant_id = caller.tenant_id if not caller.is_admin else body.tenant_id
+    if tenant_id is None or not state.storage.tenant_exists(tenant_id):
+        raise ApiError(404, f"Tenant '{tenant_id}' not found")
+    existing = state.storage.get_agent(tenant_id, body.agent_id)
+    if existing is None:
+        state.storage.upsert_agent(AgentRow(tenant_id, body.agent_id, body.initial_fleet,
+                                            body.initial_trust, body.display_name))
+    raw_key, key = state.keys.mint(tenant_id, body.agent_id, body.label)
+    return {"id": key.id, "tenant_id": tenant_id, "agent_id": body.agent_id,
+            "raw_key": raw_key, "key_prefix": key.key_prefix,
+            "agent_row_created": existing is None, "created_at": key.created_at}
+
+
+@router.post("/memories", status_code=201)
+async def write(body: MemoryCreate, caller: CallerDep, state: StateDep) -> Any:
+    caller.enforce_tenant(body.tenant_id)
+    who = state.identity(caller)
+    agent_id = who.agent_id or body.agent_id  # an agent key writes as itself
+    fleet_id = body.fleet_id if body.fleet_id is not None else who.fleet_id
+    memory = StoredMemory(
+        tenant_id=body.tenant_id, content=body.content, agent_id=agent_id, fleet_id=fleet_id,
+        visibility=body.visibility or "scope_team", metadata=dict(body.metadata or {}),
+        memory_type=body.memory_type or "fact", source_uri=body.source_uri,
+        run_id=body.run_id)
+    try:
+        stored = await state.call(state.backend.write, memory)
+    except NotSupported as exc:
+        return not_supported(state.backend.name, "POST /memories", str(exc))
+    return JSONResponse(memory_out(stored.row(), usage=True), status_code=201)
+
+
+@router.get("/memories/{memory_id}")
+async def get_memory(memory_id: str, caller: CallerDep, state: StateDep,
+                     tenant_id: str | None = None) -> Any:
+    if tenant_id is not None:
+        caller.enforce_readable_tenant(tenant_id)
+    try:
+        found = await state.call(state.backend.get, state.identity(caller), memory_id)
+    except NotSupported as exc:
+        return not_supported(state.backend.name, "GET /memories/{id}", str(exc))
+    if found is None:
+        raise ApiError(404, "Memory not found")
+    return memory_detail(found.row(), [])
+
+
+@router.post("/search")
+async def search(body: SearchRequest, caller: CallerDep, state: StateDep) -> Any:
+    caller.enforce_readable_tenant(body.tenant_id)
+    who = state.identity(caller)
+    fleets = (tuple(body.fleet_ids) if body.fleet_ids is not None
+              else (who.fleet_id,) if who.fleet_id else None)
+    scope = SearchScope(fleets, body.filter_agent_id)
+    try:
+        found = await state.call(state.backend.search, who, body.query, scope, body.top_k)
+    except NotSupported as exc:
+        return not_supported(state.backend.name, "POST /search", str(exc))
+    return {"items": [memory_out(m.row(), similarity=m.similarity) for m in found],
+            "total": len(found)}
+
+
+# MemClaw paths none of the three backends has an equivalent for (docs/backends.md).
+UNSUPPORTED: tuple[tuple[str, str, str], ...] = (
+    ("GET", "/memories", "listing a tenant's memories with MemClaw's filters"),
+    ("POST", "/memories/bulk", "MemClaw's bulk write with per-item admission"),
+    ("PATCH", "/memories/{memory_id}", "MemClaw's governed update"),
+    ("DELETE", "/memories/{memory_id}", "MemClaw's soft delete"),
+    ("GET", "/memories/{memory_id}/contradictions",
+     "no contradiction detection or supersession runs without an LLM"),
+    ("POST", "/memories/redistribute", "no re-homing of a memory onto another agent"),
+    ("PATCH", "/agents/{agent_id}/trust", "no trust levels"),
+    ("GET", "/agents/{agent_id}", "no agent records with trust and home fleet"),
+    ("POST", "/entities/upsert", "no entity graph"),
+)
+
+
+def _unsupported_route(method: str, path: str, reason: str) -> None:
+    async def handler(request: Request) -> JSONResponse:
+        return not_supported(request.app.state.adapter.backend.name, f"{method} {path}",
+                             reason)
+
+    router.add_api_route(path, handler, methods=[method], include_in_schema=False)
+
+
+for _method, _path, _reason in UNSUPPORTED:
+    _unsupported_route(_method, _path, _reason)
+
+
+def create_app(state: AdapterState) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        state.backend.close()
+        state.storage.close()
+
+    app = FastAPI(title=f"fleetprobe backend adapter ({state.backend.name})",
+                  lifespan=lifespan)
+    app.state.adapter = app.state.server = state  # caller_from reads app.state.server.keys
+    install_error_handlers(app)
+    app.include_router(router)
+    return app
