@@ -15,6 +15,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from fleetprobe import reproduction
 from fleetprobe.batch import default_jobs, read_plan, run_batch
@@ -76,14 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "batch":
             return run_batch(read_plan(args.plan, args.overrides), args.overrides, args.jobs)
         if args.command == "reproduce":
-            from pathlib import Path
-
             return reproduction.reproduce(args.plan, fast=args.fast, fresh=args.fresh,
                                           jobs=args.jobs, root=Path(args.root),
                                           out_dir=Path(args.out))
         if args.command == "promote":
-            from pathlib import Path
-
             return reproduction.promote(args.reproduction, Path(args.traces), args.allow_fast)
         params = load_params(args.params, args.overrides)
         run_dir = run_experiment(args.experiment, params)

@@ -355,12 +355,13 @@ def runs_section(results: Results) -> list[str]:
         ["experiment", "profile", "is_ablation", "run_id"])[columns]
     lines = ["Headline runs have the paper's configuration (paper_values.yaml "
              "`headline_params`); ablation runs differ as the `differs` column says.", "",
-             shown.to_markdown(index=False), ""]
+             shown.to_markdown(index=False), "",
+             *versions_section(results.runs[results.runs.run_id.isin(shown.run_id)])]
     left_out = len(results.runs) - len(shown)
     if left_out:
         lines += [f"{left_out} other run(s) under the traces root (older or smaller runs with "
                   "the paper's configuration) are not used.", ""]
-    return lines + versions_section(results.runs[results.runs.run_id.isin(shown.run_id)])
+    return lines
 
 
 def versions_section(runs: pd.DataFrame) -> list[str]:
@@ -369,7 +370,10 @@ def versions_section(runs: pd.DataFrame) -> list[str]:
     if "packages" not in runs or runs.empty:
         return []
     sets = runs.packages.fillna("{}").value_counts().sort_index()
-    rows = [{**json.loads(text), "runs": int(count)} for text, count in sets.items()]
+    rows = [{**json.loads(text), "runs": int(count)} for text, count in sets.items()
+            if json.loads(text)]
+    if not rows:
+        return []
     frame = pd.DataFrame(rows).fillna("-")
     return ["Library versions the runs recorded (manifest `packages`):", "",
             frame.to_markdown(index=False), ""]
