@@ -107,6 +107,9 @@ class Profile:
     # X-Agent-ID is the caller's agent identity (its shared-gate path reads the raw header);
     # a managed gateway strips it for tenant keys (False).
     agent_id_from_header: bool = False
+    # A trust-0 agent (read-only rung) may not change a row's status either (the kit's rule,
+    # issue 12); MemClaw's engine checks only the row's scope there (`memclaw-2.29`: False).
+    status_change_needs_write_trust: bool = True
 
     def with_overrides(self, **changes: object) -> Profile:
         """A copy with CLI overrides applied (None values are ignored)."""
@@ -170,6 +173,7 @@ MEMCLAW_2_29 = replace(
     "search limited at 30/second per key.",
     search_filter_agent_must_match=True,
     agent_id_from_header=True,
+    status_change_needs_write_trust=False,
     search_rate="30/second",
     rate_limit_key="key",
 )

@@ -148,7 +148,8 @@ def status_change_denial(profile: Profile, viewer: Viewer, row: dict) -> str | N
     rows. Identity-less tenant credentials stay unrestricted, as for updates."""
     if not profile.governed or viewer.agent_id is None:
         return None
-    if viewer.agent is not None and viewer.agent.trust_level < 1:
+    if (profile.status_change_needs_write_trust and viewer.agent is not None
+            and viewer.agent.trust_level < 1):
         return f"access policy: agent '{viewer.agent_id}' is restricted from updates."
     if not row_access_allowed(profile, viewer, row, write=True):
         return f"Agent '{viewer.agent_id}' cannot modify memory in fleet '{row['fleet_id']}'."

@@ -20,6 +20,9 @@ LOCK = ROOT / "requirements.lock"
 PYPROJECT = ROOT / "pyproject.toml"
 ENVIRONMENT = ROOT / "environment.yml"
 LOCKED_EXTRAS = ("dev",)  # extras in the main lock; others (docker, ...) install on demand
+# optional extras pinned exactly in pyproject.toml itself (not in the lock): environment.yml lists
+# them, commented out, for conda users who want them
+PINNED_EXTRAS = ("backends", "embed")
 CONDA_NAMES = {"duckdb": "python-duckdb", "docker": "docker-py"}
 
 
@@ -68,6 +71,10 @@ def environment_yml() -> str:
         name = canonicalize_name(req.name)
         lines.append(f"  - {CONDA_NAMES.get(name, name)}=={pins[name]}")
     lines += ["  - pip:", "      - -e ."]
+    extras = tomllib.loads(PYPROJECT.read_text())["project"].get("optional-dependencies", {})
+    for extra in PINNED_EXTRAS:
+        lines.append(f"      # optional `{extra}` extra (pip install -e '.[{extra}]'): uncomment")
+        lines += [f"      # - {req}" for req in extras.get(extra, [])]
     return "\n".join(lines) + "\n"
 
 

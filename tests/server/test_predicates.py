@@ -32,3 +32,10 @@ def test_names_the_engine_lacks_are_multi_valued() -> None:
         assert not contradiction.is_single_valued(name), name
     for name in ("owned_by", "region", "status", "STATUS", "reports_to", "runs_on"):
         assert contradiction.is_single_valued(name), name
+
+
+def test_the_faults_workload_uses_single_valued_predicates_only() -> None:
+    # its one-active-head checker judges supersession, which only single-valued ones get
+    from fleetprobe.experiments.faults import PREDICATES
+
+    assert all(contradiction.is_single_valued(p) for p in PREDICATES)

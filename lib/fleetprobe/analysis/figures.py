@@ -355,6 +355,9 @@ def _distribution(name: str, title: str, out_dir: Path, values: pd.Series,
     """A histogram with the p50 and p95 of the latency view marked; a long tail (max beyond
     TAIL_CUT_FACTOR x p99) is cut at the p99 and the caption says what was cut."""
     frame = pd.DataFrame({"value": values.to_numpy(dtype=float)})
+    if not frame.value.notna().any():  # e.g. a target that answered none of these requests
+        return FigureOutput(name, title, note=f"{title}: run {run.run_id} has no answered "
+                            f"requests to draw ({what})")
     hue_name = (hue.name or "group") if hue is not None else None
     if hue is not None:
         frame[hue_name] = hue.to_numpy()

@@ -58,7 +58,9 @@ from fleetprobe.runner import (
 )
 from fleetprobe.trace import iso, utc_now
 
-PREDICATES = ("region", "owner", "version", "tier", "on_call", "database")
+# Single-valued in MemClaw's engine (its SINGLE_VALUE_PREDICATES), so supersession applies and
+# the one-active-head checker has something to judge; `owner` is multi-valued there.
+PREDICATES = ("region", "maintained_by", "version", "tier", "location", "managed_by")
 VALUES = ("Frankfurt", "Dublin", "Oregon", "Tokyo", "Sydney", "Montreal", "Zurich", "Mumbai")
 STEPS = ("observation", "hypothesis", "mitigation", "verification")
 FLEET = "ops"
