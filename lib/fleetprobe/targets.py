@@ -39,6 +39,7 @@ class TargetParams(BaseModel):
     # reference only: passed to `python -m reference_server` (e.g. "10/second")
     write_rate: str | None = None
     search_rate: str | None = None
+    bulk_rate: str | None = None
     # live only: `key` = X-API-Key; `headers` = self-hosted MemClaw without a gateway
     auth: Literal["key", "headers"] = "key"
 
@@ -89,6 +90,8 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
         extra += ["--write-rate", params.write_rate]
     if params.search_rate:
         extra += ["--search-rate", params.search_rate]
+    if params.bulk_rate:
+        extra += ["--bulk-rate", params.bulk_rate]
     with ReferenceServer(profile=params.profile, extra_args=tuple(extra)) as server:
         yield target_for_server(server, params.profile)
 

@@ -21,7 +21,7 @@ METRICS_SQL = Path(__file__).with_name("metrics.sql")
 # DuckDB types of the fields that are not text; every other field EVENTS.md names is VARCHAR.
 BOOLEAN_FIELDS = (
     "returned", "leak", "miss", "provisioned", "admitted", "both_admitted", "detected", "stale",
-    "complete", "accurate", "depth_faithful", "visible", "flipped",
+    "complete", "accurate", "depth_faithful", "visible", "flipped", "deleted", "cross_tenant",
 )
 INTEGER_FIELDS = (
     "seq", "status", "attempts", "trust", "write_index", "n_admitted", "active_rows", "hop",
