@@ -132,6 +132,8 @@ def judge_probe(e: dict[str, Any], principals: dict[str, Principal], rows: dict[
         if collateral:
             return _verdict(e, p, row, rel, expected, "gap", collateral)
         eligible = all(policy.fleet_readable(p, row.tenant, f) for f in named)
+        if path == "entity":  # linked rows come back only with an entity the caller may read
+            eligible = policy.read(p, policy.entity_record(row.tenant, row.fleet)) == ALLOW
         if kind == "read" and not returned and eligible and policy.must_return(
                 path, row, expected, tuple(named)):
             return _verdict(e, p, row, rel, expected, "miss", "withholds the row")
