@@ -70,6 +70,10 @@ class MatrixParams(ExperimentParams):
     tenants: int = Field(2, ge=1, le=6, description="tenants with the same world")
     fleets: int = Field(8, ge=2, le=8, description="fleets per tenant (confusable names)")
     enumerated: bool = True
+    # the enumerated matrix's agent trust levels, and whether the status / deleted-row /
+    # confusable-fleet sweeps run (the smoke tests trim these; full runs keep them all)
+    enumerate_trusts: list[int] = Field(default_factory=lambda: [0, 1, 2, 3])
+    sweeps: bool = True
     random_probes: int = Field(10_000, ge=0)
     cross_tenant_share: float = Field(0.2, ge=0, le=1)
     search_top_k: int = Field(10, ge=1, le=20)
@@ -97,7 +101,8 @@ class Plan:
 
 def make_plan(params: MatrixParams) -> Plan:
     world = make_world(params.seed, params.tenants, params.fleets)
-    probes = enumerate_probes(world, params.seed) if params.enumerated else []
+    probes = (enumerate_probes(world, params.seed, tuple(params.enumerate_trusts),
+                               params.sweeps) if params.enumerated else [])
     probes += random_probes(world, params.seed, params.random_probes, params.cross_tenant_share)
     world.probes = probes
     paper = (paper_plan(params.seed, params.paper_fleets, params.paper_agents_per_fleet)

@@ -205,7 +205,8 @@ def _target_for(plan: MatrixPlan, path: str, who: PrincipalSpec, row_owner: str)
     return sorted(pool, key=lambda a: (a.trust != 1, a.key))[0].key
 
 
-def enumerate_probes(plan: MatrixPlan, seed: int) -> list[ProbeSpec]:
+def enumerate_probes(plan: MatrixPlan, seed: int, trusts: tuple[int, ...] = TRUSTS,
+                     sweeps: bool = True) -> list[ProbeSpec]:
     """Every (principal class x path x visibility) cell once, plus the sweeps."""
     words = rng(seed, "matrix:victims")
     a = plan.tenants[0]
@@ -217,7 +218,7 @@ def enumerate_probes(plan: MatrixPlan, seed: int) -> list[ProbeSpec]:
     def sibling_of(trust: int) -> str:
         return agent_key(a, f0, 2 if trust == 1 else 1)
 
-    for trust in TRUSTS:
+    for trust in trusts:
         me = agent_key(a, f0, trust)
         for vis in VISIBILITIES:
             cells += [
@@ -234,16 +235,16 @@ def enumerate_probes(plan: MatrixPlan, seed: int) -> list[ProbeSpec]:
             cells += [(f"{other}.tk", agent_key(a, f0, 1), vis, "active", False),
                       (agent_key(other, f0, 3), agent_key(a, f0, 1), vis, "active", False)]
     # status sweep (own and same fleet) and deleted rows (own, same fleet at trust 3, tenant)
-    for status in STATUSES[1:]:
+    for status in STATUSES[1:] if sweeps else ():
         for vis in VISIBILITIES:
             cells += [(agent_key(a, f0, 1), agent_key(a, f0, 1), vis, status, False),
                       (agent_key(a, f0, 2), agent_key(a, f0, 1), vis, status, False)]
-    for who in (agent_key(a, f0, 1), agent_key(a, f0, 3), f"{a}.tk"):
+    for who in (agent_key(a, f0, 1), agent_key(a, f0, 3), f"{a}.tk") if sweeps else ():
         for vis in VISIBILITIES:
             cells.append((who, agent_key(a, f0, 1), vis, "active", True))
     # confusable fleet names: trust 1 of one fleet against the other's team row, both ways
     index = {name: i for i, name in enumerate(plan.fleets)}
-    for x, y in CONFUSABLE:
+    for x, y in CONFUSABLE if sweeps else ():
         if x in index and y in index:
             cells += [(agent_key(a, index[x], 1), agent_key(a, index[y], 1), "scope_team",
                        "active", False),
