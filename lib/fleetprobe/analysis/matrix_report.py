@@ -184,19 +184,23 @@ def load(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
     return out
 
 
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def reproduction(row: pd.Series) -> str:
     template = REPRODUCTION.get(row["path"], "{path}")
-    fleets = (row.get("fleets") or "").replace(",", '","')
-    text = template.format(who=row.get("who") or "?", row=row.get("row_key") or "?",
-                           fleets=fleets or "<fleet>", target=row.get("target_agent") or "?",
-                           path=row["path"])
-    variant = row.get("variant")
-    if isinstance(variant, str) and variant:
+    fleets = _text(row.get("fleets")).replace(",", '","')
+    text = template.format(who=_text(row.get("who")) or "?",
+                           row=_text(row.get("row_key")) or "?", fleets=fleets or "<fleet>",
+                           target=_text(row.get("target_agent")) or "?", path=row["path"])
+    variant = _text(row.get("variant"))
+    if variant:
         text += (" with tenant_id=<the row's tenant>" if variant == "named"
                  else " with tenant_id=<the caller's own tenant>")
     status = row.get("example_status")
     answer = f" -> {int(status)}" if pd.notna(status) else ""
-    return f"as {row.get('who')} (X-API-Key of that principal): {text}{answer}"
+    return f"as {_text(row.get('who'))} (X-API-Key of that principal): {text}{answer}"
 
 
 def mechanism(profile: str, path: str, verdict: str) -> str:
@@ -235,7 +239,7 @@ def summary(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
             x = rate(int(r.numerator), int(r.denominator))
             values[r.run_id] = (f"{x.k}/{x.n} = {x.value:.3f} [{x.low:.3f}, {x.high:.3f}]"
                                 if x.n else "")
-        s[column] = s.run_id.map(values).fillna("not run")
+        s[column] = [values.get(run, "not run") for run in s.run_id]
     s = s.set_index("target").loc[_order(list(s.target))].reset_index()
     return s[["target", "run_id", "complete", "probes", "random_probes", "gaps", "misses",
               "refused", "not_applicable", "errors", "cross_tenant_probes",
