@@ -74,3 +74,13 @@ docker-build:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache reference.db
+
+# Governance matrix (beyond the paper; issue 9): its notebook on $(PARAMS)/matrix.yaml for one
+# profile (PROFILE=hardened make run-matrix); the plan for every profile is params/extended.yaml.
+run-matrix: $(STAMP)
+	@mkdir -p reports
+	$(PAPERMILL) notebooks/matrix.ipynb reports/matrix.ipynb -p params_file $(PARAMS)/matrix.yaml \
+		-y "overrides: [target.profile=$(PROFILE)]"
+
+bench-matrix: $(STAMP)
+	$(PY) benchmarks/bench_matrix.py

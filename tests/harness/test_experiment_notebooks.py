@@ -17,6 +17,7 @@ MUST_SHOW = {
     "leakage": ("leakage_search_leak", "leakage_get_exposure"),
     "contradiction": ("contradiction_detection_both_admitted", "prose_diversity"),
     "propagation": ("propagation_sibling_visibility", "reader_relation"),
+    "matrix": ("cross_tenant_successes", "rate_limits_lifted"),
 }
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fleetprobe.analysis import figures, tables, verdict
+from fleetprobe.analysis import figures, matrix_report, tables, verdict
 from fleetprobe.analysis.results import Results
 
 
@@ -34,11 +34,13 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
         table_paths = {t.name: tables.write_table(t, out_dir / "tables") for t in table_list}
         figure_outputs = figures.write_figures(results, out_dir / "figures")
         reproduction = verdict.write_reproduction(results, out_dir / "REPRODUCTION.md", verdicts)
+        matrix = matrix_report.write(results.con, out_dir)  # reports/MATRIX.md (beyond the paper)
         notes = [f"{run}: {n} line(s) of events.jsonl are not JSON and were skipped "
                  "(an interrupted write?)" for run, n in results.con.execute(
                      "SELECT run_dir, lines FROM unreadable_lines ORDER BY run_dir").fetchall()]
         notes += [t.note for t in table_list if t.empty]
         notes += [f.note for f in figure_outputs.values() if f.note]
+        notes += matrix.notes
         if results.runs.empty:
             notes.insert(0, f"No runs found under {traces_root}: run an experiment first "
                             "(make reproduce) or point --traces at a directory of runs.")
@@ -49,6 +51,7 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
             "table_paths": table_paths,
             "figures": figure_outputs,
             "reproduction": reproduction,
+            "matrix": matrix,
             "verdicts": verdicts,
             "canonical": results.canonical,
             "notes": notes,

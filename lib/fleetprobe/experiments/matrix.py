@@ -769,5 +769,9 @@ class Matrix(Experiment):
         return [judge]
 
     def client_params(self, params: MatrixParams) -> ClientParams:
+        """Unpaced against the bundled server (its limits are lifted); a live target keeps
+        the params' pacing, below its rate limits."""
+        if params.target.kind != "reference":
+            return params.client
         return params.client.model_copy(update={
             "writes_per_s": None, "bulk_per_s": None, "searches_per_s": None})
