@@ -140,6 +140,9 @@ MECHANISM = {
                   "scope.",
     "entity_upsert": "Entity upsert has no trust, agent or fleet checks (wire contract 2.10).",
 }
+DRIFT = ("Besides, the run's home-less agents were given a home fleet by a search that named "
+         "one fleet (search side effect, wire contract 2.3), and read and write that fleet "
+         "from then on (see the drift table).")
 FLAT = "The flat store has no sub-tenant scope at all (the comparand the paper lacks)."
 MISS = {
     "search": "Without a search identity private rows are dropped even for their author "
@@ -218,7 +221,11 @@ def catalogue(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
         return pd.DataFrame(columns=["target", "path", "principal", "verdict", "what", "count",
                                      "visibilities", "reproduction", "mechanism"])
     cat["reproduction"] = [reproduction(r) for _, r in cat.iterrows()]
-    cat["mechanism"] = [mechanism(str(r.profile), r.path, r.verdict) for r in cat.itertuples()]
+    drifted = set(frames["matrix_agent_drift"].run_id)
+    cat["mechanism"] = [
+        mechanism(str(r.profile), r.path, r.verdict)
+        + (" " + DRIFT if r.run_id in drifted and "homeless" in r.principal else "")
+        for r in cat.itertuples()]
     path_rank = {p: i for i, p in enumerate(PATH_ORDER)}
     who_rank = {p: i for i, p in enumerate(PRINCIPALS)}
     target_rank = {t: i for i, t in enumerate(_order(list(cat.target.unique())))}
@@ -326,10 +333,12 @@ def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
         ["probes", "successes"]].sum()
     papers = paper_rates(frames)
     na = frames["matrix_not_applicable"][["target", "path", "probes", "reason"]]
+    drift = frames["matrix_agent_drift"][["target", "who", "trust_before", "trust_after",
+                                          "home_before", "home_after"]]
     written = []
     for name, frame in (("matrix_summary", summ), ("matrix_gaps", cat),
                         ("matrix_cross_tenant", cross), ("matrix_paper_rates", papers),
-                        ("matrix_not_applicable", na)):
+                        ("matrix_not_applicable", na), ("matrix_agent_drift", drift)):
         path = tables_dir / f"{name}.csv"
         frame.to_csv(path, index=False)
         written.append(path)
@@ -348,8 +357,29 @@ def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
         "## The paper's two rates at scale (paper 7.1 design; N = 2 F^2 K)\n\n" + _md(
             papers, "no paper-scale probes in these runs (set paper_fleets: 10)"),
         "## Endpoints a target lacks (n/a)\n\n" + _md(na, "none: every path answered"),
+        "## Principals the probes changed (drift)\n\n" + _md(
+            drift, "none: every agent kept its trust and home fleet"),
         "## Gap catalogue\n\n" + _md(cat, "no gaps and no misses"),
     ]) + "\n"
     md_path.write_text(text)
     written.insert(0, md_path)
     return MatrixSection(text, written, [], summ, cat)
+
+
+def rate_rows(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, int]]:
+    """(metric, numerator, denominator) of every matrix run in `con`, for summary.csv."""
+    rows: list[tuple[str, int, int]] = []
+    for r in con.execute("SELECT * FROM matrix_summary ORDER BY run_id").df().itertuples():
+        judged = int(r.probes - r.not_applicable - r.errors)
+        rows += [("matrix_gap_rate", int(r.gaps), judged),
+                 ("matrix_miss_rate", int(r.misses), judged),
+                 ("matrix_cross_tenant_success", int(r.cross_tenant_successes),
+                  int(r.cross_tenant_probes))]
+    paper = con.execute("SELECT * FROM matrix_paper_rates ORDER BY run_id, metric").df()
+    names = {"tenant-key GET exposure (expected deny)": "matrix_paper_get_exposure",
+             "tenant-key GET miss (expected allow)": "matrix_paper_get_miss",
+             "search leak rate (expected deny)": "matrix_paper_search_leak",
+             "search miss rate (expected allow)": "matrix_paper_search_miss"}
+    rows += [(names[r.metric], int(r.numerator), int(r.denominator))
+             for r in paper.itertuples()]
+    return rows

@@ -16,6 +16,7 @@ import duckdb
 import pandas as pd
 
 from fleetprobe.analysis import db
+from fleetprobe.analysis.matrix_report import rate_rows
 from fleetprobe.analysis.stats import rate
 
 SUMMARY_COLUMNS = ["metric", "numerator", "denominator", "value", "ci_low", "ci_high"]
@@ -51,6 +52,9 @@ def summary_rows(con: duckdb.DuckDBPyConnection) -> list[dict]:
     for r in latency_table(con).itertuples():
         for pct in PERCENTILES:
             rows.append(_row(_metric_name(r, f"_{pct}_ms"), None, r.n, getattr(r, pct)))
+    for metric, k, n in rate_rows(con):  # the governance matrix (beyond the paper)
+        x = rate(k, n)
+        rows.append(_row(metric, k, n, x.value, x.low, x.high))
     return rows
 
 
