@@ -18,6 +18,7 @@ import os
 import resource
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from fleetprobe import load_params, run_experiment
@@ -49,6 +50,8 @@ def main() -> None:
         load_after = os.getloadavg()[0]
         manifest = json.loads((run_dir / "manifest.json").read_text())
         raw = (run_dir / "events.jsonl").read_bytes()
+        verdicts = Counter(json.loads(line)["verdict"] for line in raw.splitlines()
+                           if b'"phase": "verdict"' in line)
     probes = manifest["executed"].get("probe", 0)
     print(f"matrix bench ({args.profile}, enumerated + {args.random} random): "
           f"{probes} probes, complete={manifest['complete']}")
@@ -57,6 +60,7 @@ def main() -> None:
           f"(= {(cpu1 - cpu0 + child1 - child0) / 2:.1f} s of wall on 2 idle cores)")
     print(f"  load average {load_before:.1f} before, {load_after:.1f} after "
           f"({os.cpu_count()} CPUs)")
+    print(f"  verdicts: {dict(sorted(verdicts.items()))}")
     print(f"  events.jsonl {len(raw) / 1e6:.1f} MB, gzipped {len(gzip.compress(raw)) / 1e6:.2f} MB")
 
 
