@@ -268,7 +268,7 @@ def paper_rates(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Principal x path, colour = gap rate; one panel per target, the colour bar in a grid
-    column of its own; a cell with misses is marked `m`, a cell never probed is blank."""
+    column of its own; a cell with misses is marked `m`, a cell never probed is grey."""
     targets = _order(list(cells.target.unique()))
     paths = [p for p in PATH_ORDER if p in set(cells.path)]
     whos = [p for p in PRINCIPALS if p in set(cells.principal)]
@@ -287,7 +287,9 @@ def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
         with np.errstate(invalid="ignore", divide="ignore"):
             share = np.where(n.to_numpy(dtype=float) > 0,
                              gaps.to_numpy(dtype=float) / n.to_numpy(dtype=float), np.nan)
-        image = ax.imshow(np.ma.masked_invalid(share), cmap="Reds", vmin=0, vmax=1,
+        cmap = plt.get_cmap("Reds").copy()
+        cmap.set_bad("#d9d9d9")  # grey: no probe judged in that cell
+        image = ax.imshow(np.ma.masked_invalid(share), cmap=cmap, vmin=0, vmax=1,
                           aspect="auto", interpolation="nearest")
         for (y, x), m in np.ndenumerate(misses.fillna(0).to_numpy()):
             if m > 0:
@@ -299,7 +301,7 @@ def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
     cax = fig.add_subplot(grid[0, -1])
     fig.colorbar(image, cax=cax, label="gap rate (gaps / judged probes)")
     fig.suptitle("Governance matrix: where each target returns, reveals or changes what the "
-                 "policy denies (m = misses)", fontsize=10)
+                 "policy denies (m = misses, grey = not probed)", fontsize=10)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths_out = []
     with warnings.catch_warnings():
