@@ -63,6 +63,9 @@ REDISTRIBUTE_TARGET_MIN_TRUST = 1
 # include_deleted is an administrative view).
 DELETED_AGENT: Decision = DENY
 DELETED_TENANT: Decision = MAY
+# ...except that an idempotent retry may answer its own writer with the id of a row it wrote
+# and has since deleted (a reveal path, e.g. a replayed bulk attempt id): nothing new learnt.
+DELETED_OWN_REVEAL: Decision = MAY
 
 # What a path promises, by kind. `read`: returns the row when the policy allows it (a miss
 # otherwise) and must not when it denies it. `reveal`: an answer that discloses a row's
@@ -160,7 +163,8 @@ def read(p: Principal, row: Row, path: str = "get") -> Decision:
             return DELETED_TENANT
         return MAY if discovery and row.visibility == "scope_agent" else ALLOW
     if row.deleted:
-        return DELETED_AGENT
+        reveal = path in PATHS and PATHS[path].kind == "reveal"
+        return DELETED_OWN_REVEAL if rel == "own" and reveal else DELETED_AGENT
     needed = READ[rel][row.visibility]
     return ALLOW if needed is not None and p.trust >= needed else DENY
 

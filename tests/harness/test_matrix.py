@@ -67,6 +67,8 @@ def test_tenant_key_and_other_tenant() -> None:
     assert policy.read(tenant, private, "search") == MAY  # discovery paths may drop it
     assert policy.read(tenant, row(deleted=True), "list_deleted") == MAY
     assert policy.read(agent(3), row(owner="me", deleted=True), "list_deleted") == DENY
+    assert policy.read(agent(1), row(owner="me", deleted=True), "bulk_attempt") == MAY
+    assert policy.read(agent(1), row(deleted=True), "bulk_attempt") == DENY
     for check in (policy.read(other, row()), policy.change(other, row()),
                   policy.write(other, "A", "fleet-1"),
                   policy.read(Principal("B", "agent", "x", 3, "fleet-1"), row("scope_org"))):
