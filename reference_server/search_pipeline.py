@@ -49,7 +49,13 @@ class SearchContext:
 
 def resolve_search_identity(ctx: SearchContext) -> None:
     """Rule 1: 05-30 reads the identity from `filter_agent_id` only; 05-31 falls back to
-    the agent key's verified identity."""
+    the agent key's verified identity; 2.29 refuses a filter_agent_id naming another agent
+    than the caller's identity."""
+    wanted, own = ctx.request.filter_agent_id, ctx.caller.agent_id
+    if (ctx.profile.search_filter_agent_must_match and wanted is not None and own is not None
+            and wanted != own):
+        raise ApiError(403, f"filter_agent_id '{wanted}' does not match the authenticated "
+                            f"agent identity '{own}'.")
     ctx.identity = ctx.request.filter_agent_id
     if ctx.identity is None and ctx.profile.search_identity_from_key:
         ctx.identity = ctx.caller.agent_id

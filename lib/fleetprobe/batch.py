@@ -1,18 +1,35 @@
-"""A batch of runs from a plan file (`params/reproduce.yaml`), in parallel processes.
+"""Plans of runs (`params/reproduce.yaml`): read them, run them in parallel, keep them apart.
 
-Each entry names an experiment, its params file, the server profiles to run it under and
-optional overrides; every (entry, profile) is one `fleetprobe run` process with its own bundled
-server and tenant. The runs are bound by the paper's rate limits, not by CPU, so running them
-side by side measures what running them one after another would, in a fraction of the time.
+A plan file lists entries; each names an experiment, its params file, the server profiles to
+run it under and optional overrides, and every (entry, profile) is one `fleetprobe run`
+process with its own tenant. The runs are bound by the paper's rate limits, not by CPU, so
+many run side by side; what a busy machine cannot take is many servers *starting* at once,
+which `reference_server.process` bounds machine-wide (`FLEETPROBE_SERVER_START_SLOTS`).
+
+    runs:
+      - experiment: leakage                 # registered experiment
+        params: params/reference/leakage.yaml   # default params/reference/<experiment>.yaml
+        profiles: [memclaw-2026-05-30]
+        set: ["seed=7"]                     # optional overrides
+        notebook: true                      # execute notebooks/<experiment>.ipynb on this run
+    fast:                                   # `--fast`: the same runs, rate limits lifted
+      set: [...]                            # overrides for every run
+      experiments: {provenance: [...]}      # overrides for one experiment's runs
+
+`fleetprobe batch PLAN` runs a plan into a traces root. `fleetprobe reproduce PLAN` (what `make
+reproduce` calls, module `fleetprobe.reproduction`) keeps each invocation in a directory of
+its own and resumes it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -25,6 +42,19 @@ from fleetprobe.runner import (
     registered_experiments,
 )
 
+ENV_JOBS = "JOBS"
+
+
+def default_jobs(fast: bool = False) -> int:
+    """Runs side by side: rate-bound runs mostly wait, so many per core; unthrottled (fast)
+    runs are CPU-bound but still wait on settle windows and polls, so a few per core. `JOBS`
+    in the environment overrides."""
+    cores = os.cpu_count() or 1
+    try:
+        return max(1, int(os.environ[ENV_JOBS]))
+    except (KeyError, ValueError):
+        return 4 * cores if fast else 12 * cores
+
 
 @dataclass(frozen=True)
 class PlannedRun:
@@ -32,37 +62,80 @@ class PlannedRun:
     params_file: Path
     profile: str
     overrides: tuple[str, ...]
+    notebook: bool = False
+    fast_overrides: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
         extra = f" [{', '.join(self.overrides)}]" if self.overrides else ""
         return f"{self.experiment} {self.profile}{extra}"
 
-    def command(self, common: Sequence[str]) -> list[str]:
-        sets = [*common, *self.overrides, f"target.profile={self.profile}"]
+    @property
+    def key(self) -> str:
+        """Stable name of this run within its plan (resuming matches runs by it)."""
+        key = f"{self.experiment}-{self.profile}"
+        if self.overrides:
+            key += "-" + hashlib.sha1("\n".join(self.overrides).encode()).hexdigest()[:8]
+        return key
+
+    def settings(self, common: Sequence[str] = (), fast: bool = False) -> list[str]:
+        return [*common, *(self.fast_overrides if fast else ()), *self.overrides,
+                f"target.profile={self.profile}"]
+
+    def command(self, common: Sequence[str], fast: bool = False) -> list[str]:
         return [sys.executable, "-m", "fleetprobe", "run", self.experiment,
-                "--params", str(self.params_file), *(a for s in sets for a in ("--set", s))]
+                "--params", str(self.params_file),
+                *(a for s in self.settings(common, fast) for a in ("--set", s))]
+
+    def target_key(self, common: Sequence[str] = (), fast: bool = False) -> str:
+        """What a server must be started with to serve this run (shared servers key on it)."""
+        raw = load_params(self.params_file, self.settings(common, fast))
+        return parse_params(get_experiment(self.experiment), raw).target.model_dump_json()
 
 
-def read_plan(path: str | Path, common: Sequence[str] = ()) -> list[PlannedRun]:
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    path: Path
+    runs: tuple[PlannedRun, ...]
+    fast_common: tuple[str, ...] = field(default=())
+
+
+def read_plan(path: str | Path, common: Sequence[str] = (), fast: bool = False) -> list[PlannedRun]:
     """The runs a plan file lists; every run's params are validated so a typo fails here,
     before any run starts."""
+    return list(load_plan(path, common, fast).runs)
+
+
+def load_plan(path: str | Path, common: Sequence[str] = (), fast: bool = False) -> Plan:
     path = Path(path)
     try:
-        entries = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("runs")
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        entries = doc.get("runs")
     except (OSError, yaml.YAMLError, AttributeError) as exc:
         raise ParamsError(f"cannot read batch plan {path}: {exc}") from exc
     if not isinstance(entries, list) or not entries:
         raise ParamsError(f"batch plan {path} needs a non-empty `runs:` list")
-    runs = [run for i, entry in enumerate(entries) for run in _entry_runs(path, i, entry)]
+    fast_doc = doc.get("fast") or {}
+    if not isinstance(fast_doc, dict):
+        raise ParamsError(f"batch plan {path}: `fast` must be a mapping of set/experiments")
+    fast_common = tuple(str(s) for s in fast_doc.get("set") or ())
+    per_experiment = {str(k): tuple(str(s) for s in v or ())
+                      for k, v in (fast_doc.get("experiments") or {}).items()}
+    runs = [run for i, entry in enumerate(entries)
+            for run in _entry_runs(path, i, entry, fast_common, per_experiment)]
+    keys = [run.key for run in runs]
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise ParamsError(f"batch plan {path} lists the same run twice: {', '.join(duplicates)}")
     for run in runs:
-        raw = load_params(run.params_file,
-                          [*common, *run.overrides, f"target.profile={run.profile}"])
+        raw = load_params(run.params_file, run.settings(common, fast))
         parse_params(get_experiment(run.experiment), raw)
-    return runs
+    return Plan(str(doc.get("name") or path.stem), path, tuple(runs), fast_common)
 
 
-def _entry_runs(plan: Path, index: int, entry: object) -> list[PlannedRun]:
+def _entry_runs(plan: Path, index: int, entry: object, fast_common: tuple[str, ...],
+                per_experiment: dict[str, tuple[str, ...]]) -> list[PlannedRun]:
     where = f"batch plan {plan}, run {index + 1}"
     if not isinstance(entry, dict):
         raise ParamsError(f"{where}: expected a mapping with experiment, params, profiles")
@@ -75,21 +148,65 @@ def _entry_runs(plan: Path, index: int, entry: object) -> list[PlannedRun]:
         raise ParamsError(f"{where}: `profiles` must be a non-empty list")
     overrides = tuple(str(s) for s in entry.get("set") or ())
     params_file = Path(entry.get("params") or f"params/reference/{experiment}.yaml")
-    return [PlannedRun(experiment, params_file, str(p), overrides) for p in profiles]
+    fast = (*fast_common, *per_experiment.get(str(experiment), ()))
+    return [PlannedRun(experiment, params_file, str(p), overrides, bool(entry.get("notebook")),
+                       fast) for p in profiles]
 
 
-def run_batch(runs: Sequence[PlannedRun], common: Sequence[str] = (), jobs: int = 16) -> int:
-    """Run every planned run; print one line per run (its directory or its error)."""
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        outcomes = list(pool.map(lambda run: _run_quietly(run.command(common)), runs))
-    for run, (code, last_line) in zip(runs, outcomes, strict=True):
-        print(f"{'ok' if code == 0 else f'FAILED ({code})'}  {run.label}  {last_line}",
-              flush=True)
-    return 0 if all(code == 0 for code, _ in outcomes) else 1
+@dataclass
+class Outcome:
+    code: int
+    attempts: int
+    last_line: str
+    log: str = ""
 
 
-def _run_quietly(command: list[str]) -> tuple[int, str]:
-    """One experiment process: its run directory, or its last error line."""
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+def run_process(command: list[str], log_path: Path | None = None,
+                env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """One experiment process: (exit code, its run directory or last error line, its output)."""
+    done = subprocess.run(command, capture_output=True, text=True, check=False,
+                          env={**os.environ, **(env or {})})
+    output = done.stderr + done.stdout
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text(output, encoding="utf-8")
     lines = (done.stdout if done.returncode == 0 else done.stderr).strip().splitlines()
-    return done.returncode, lines[-1] if lines else ""
+    return done.returncode, lines[-1] if lines else "", output
+
+
+def with_retry(attempt: Callable[[int], tuple[int, str, str]], retries: int = 1) -> Outcome:
+    """Run `attempt(n)` (n = 1, 2, ...) until it exits 0 or has been retried `retries` times;
+    a run that fails twice is a real failure, once is usually the machine."""
+    n = 0
+    while True:
+        n += 1
+        code, last, output = attempt(n)
+        if code == 0 or n > retries:
+            return Outcome(code, n, last, output)
+
+
+def run_batch(runs: Sequence[PlannedRun], common: Sequence[str] = (),
+              jobs: int | None = None) -> int:
+    """Run every planned run (each retried once); one line per run: its directory or why it
+    failed, with the failed process's own output."""
+    jobs = jobs or default_jobs()
+
+    def one(run: PlannedRun) -> Outcome:
+        return with_retry(lambda n: run_process(run.command(common)))
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        outcomes = list(pool.map(one, runs))
+    for run, outcome in zip(runs, outcomes, strict=True):
+        report_outcome(run.label, outcome)
+    return 0 if all(o.code == 0 for o in outcomes) else 1
+
+
+def report_outcome(label: str, outcome: Outcome) -> None:
+    retried = f" (attempt {outcome.attempts})" if outcome.attempts > 1 else ""
+    if outcome.code == 0:
+        print(f"ok  {label}{retried}  {outcome.last_line}", flush=True)
+        return
+    print(f"FAILED ({outcome.code})  {label}{retried}  {outcome.last_line}", flush=True)
+    tail = outcome.log.strip().splitlines()[-15:]
+    for line in tail:
+        print(f"    | {line}", flush=True)

@@ -3,6 +3,8 @@
 `run` prints the run directory on stdout (progress and errors go to stderr), so scripts can
 do `RUN=$(python -m fleetprobe run provenance --params params/smoke/provenance.yaml)`.
 `batch PLAN` runs every (experiment, profile) a plan file lists, in parallel processes.
+`reproduce PLAN` does so into a reproduction directory of its own (resumable) and rebuilds the
+report from it; `promote DIR` makes a complete reproduction the committed canonical runs.
 `report` belongs to the analysis package (`fleetprobe.analysis.report.main`).
 """
 
@@ -14,7 +16,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from fleetprobe.batch import read_plan, run_batch
+from fleetprobe import reproduction
+from fleetprobe.batch import default_jobs, read_plan, run_batch
 from fleetprobe.runner import ParamsError, load_params, run_experiment
 from fleetprobe.targets import TargetError
 
@@ -35,9 +38,29 @@ def build_parser() -> argparse.ArgumentParser:
     batch = commands.add_parser(
         "batch", help="the runs a plan file lists (e.g. params/reproduce.yaml), in parallel")
     batch.add_argument("plan", help="YAML with a `runs:` list of experiment/params/profiles/set")
-    batch.add_argument("--jobs", type=int, default=16, help="runs in parallel (default 16)")
+    batch.add_argument("--jobs", type=int, default=None,
+                       help=f"runs in parallel (default: JOBS or {default_jobs()} here)")
     batch.add_argument("--set", dest="overrides", action="append", default=[],
                        metavar="KEY=VALUE", help="override applied to every run")
+    repro = commands.add_parser(
+        "reproduce", help="a plan's runs into data/reproductions/<UTC>-<plan>/ (resumes an "
+        "unfinished one), then the notebooks and report from those runs only")
+    repro.add_argument("plan", help="plan YAML, e.g. params/reproduce.yaml")
+    repro.add_argument("--fast", action="store_true",
+                       help="rate limits lifted, one shared server per profile")
+    repro.add_argument("--fresh", action="store_true", help="never resume; start a new one")
+    repro.add_argument("--jobs", type=int, default=None,
+                       help="runs in parallel (default: JOBS, else from the core count)")
+    repro.add_argument("--root", default=str(reproduction.REPRODUCTIONS),
+                       help="where reproductions go (default data/reproductions)")
+    repro.add_argument("--out", default="reports", help="report directory (default reports)")
+    promote = commands.add_parser(
+        "promote", help="replace the committed canonical runs of a reproduction's plan in "
+        "data/traces by its runs (gzipped events)")
+    promote.add_argument("reproduction", help="data/reproductions/<id>")
+    promote.add_argument("--traces", default=str(reproduction.CANONICAL))
+    promote.add_argument("--allow-fast", action="store_true",
+                         help="promote a --fast reproduction (not the paper's rate limits)")
     commands.add_parser("report", help="tables and figures from existing traces",
                         add_help=False)
     return parser
@@ -52,6 +75,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "batch":
             return run_batch(read_plan(args.plan, args.overrides), args.overrides, args.jobs)
+        if args.command == "reproduce":
+            from pathlib import Path
+
+            return reproduction.reproduce(args.plan, fast=args.fast, fresh=args.fresh,
+                                          jobs=args.jobs, root=Path(args.root),
+                                          out_dir=Path(args.out))
+        if args.command == "promote":
+            from pathlib import Path
+
+            return reproduction.promote(args.reproduction, Path(args.traces), args.allow_fast)
         params = load_params(args.params, args.overrides)
         run_dir = run_experiment(args.experiment, params)
     except ParamsError as exc:

@@ -29,16 +29,22 @@ from fleetprobe.pacing import PacerSet
 API = "/api/v1"
 ERROR_MAX_CHARS = 160
 
-CredentialKind = Literal["tenant", "agent", "headers"]
+CredentialKind = Literal["tenant", "agent", "gate", "headers"]
+# Kinds whose agent identity is asserted by the client in `X-Agent-ID` (a self-hosted engine
+# without the managed gateway), so one credential can speak as any agent of its tenant.
+ASSERTED_IDENTITY_KINDS: frozenset[str] = frozenset({"gate", "headers"})
 
 
 @dataclass(frozen=True)
 class Credential:
-    """Who a request speaks as.
+    """Who a request speaks as, in the three shapes MemClaw deploys.
 
-    `tenant`: a tenant-scoped `X-API-Key`. `agent`: an agent-scoped key (self-provisioned).
-    `headers`: a self-hosted MemClaw with no gateway, identity sent as `X-Tenant-ID` /
-    `X-Agent-ID` directly (no key at all).
+    Managed gateway (memclaw.net, on-prem gateway): `tenant`, a tenant-scoped `X-API-Key`
+    (no agent identity), and `agent`, an agent-scoped key the gateway binds to one agent
+    (self-provisioned). Self-hosted engine with a shared gate key (`MEMCLAW_API_KEY` set on
+    the server): `gate`, that key as `X-API-Key` plus `X-Tenant-ID` and, when speaking as an
+    agent, a client-asserted `X-Agent-ID`. Self-hosted engine without a gate key: `headers`,
+    `X-Tenant-ID` / `X-Agent-ID` alone, no key at all.
     """
 
     kind: CredentialKind
@@ -47,11 +53,28 @@ class Credential:
     agent_id: str | None = None
     trust: int | None = None
 
+    @property
+    def asserts_identity(self) -> bool:
+        """True when the agent identity is a header this client chooses (gate, headers)."""
+        return self.kind in ASSERTED_IDENTITY_KINDS
+
+    def as_agent(self, agent_id: str, trust: int | None = None) -> Credential:
+        """The same tenant credential speaking as `agent_id` in `X-Agent-ID`. Only for
+        asserted-identity kinds: a key-based credential needs its own agent key."""
+        if not self.asserts_identity:
+            raise ValueError(f"a {self.kind} credential cannot assert an agent identity; "
+                             "provision an agent key instead")
+        return replace(self, agent_id=agent_id, trust=trust)
+
     def headers(self) -> dict[str, str]:
-        if self.kind == "headers":
+        if self.asserts_identity:
             hdrs = {"X-Tenant-ID": self.tenant_id}
             if self.agent_id:
                 hdrs["X-Agent-ID"] = self.agent_id
+            if self.kind == "gate":
+                if not self.key:
+                    raise ValueError(f"gate credential for tenant {self.tenant_id!r} has no key")
+                hdrs["X-API-Key"] = self.key
             return hdrs
         if not self.key:
             raise ValueError(f"{self.kind} credential for tenant {self.tenant_id!r} has no key")
@@ -130,6 +153,7 @@ class MemClawClient:
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self.pacers = PacerSet(pacing)
+        self._tenant_pacers: dict[str, PacerSet] = {}
         self._slots = asyncio.Semaphore(max_concurrency)
         self._secrets: set[str] = set()
         self._http = httpx.AsyncClient(
@@ -147,6 +171,11 @@ class MemClawClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    def pace_separately(self, tenant_id: str) -> None:
+        """Give one tenant pacers of its own: the paper's rate limits are per tenant, so
+        work spread over several tenants may go at the full rate in each."""
+        self._tenant_pacers.setdefault(tenant_id, self.pacers.fresh())
 
     def remember_secret(self, secret: str | None) -> None:
         if secret:
@@ -182,7 +211,8 @@ class MemClawClient:
         async def attempt() -> Result:
             nonlocal attempts
             attempts += 1
-            await self.pacers.acquire(request_class)
+            pacers = self._tenant_pacers.get(cred.tenant_id) if cred is not None else None
+            await (pacers or self.pacers).acquire(request_class)
             async with self._slots:
                 return await self._send_once(op, method, url, json, params, hdrs, attempts)
 

@@ -47,7 +47,12 @@ class PacerSet:
     """One pacer per request class (`write`, `bulk`, `search`); unknown classes are unpaced."""
 
     def __init__(self, rates: dict[str, float | None] | None = None) -> None:
-        self._pacers = {name: Pacer(rate) for name, rate in (rates or {}).items()}
+        self.rates = dict(rates or {})
+        self._pacers = {name: Pacer(rate) for name, rate in self.rates.items()}
+
+    def fresh(self) -> PacerSet:
+        """The same rates, its own buckets (for a tenant with rate limits of its own)."""
+        return PacerSet(self.rates)
 
     def get(self, request_class: str | None) -> Pacer | None:
         return self._pacers.get(request_class) if request_class else None

@@ -16,7 +16,8 @@ import dataclasses
 import logging
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -98,6 +99,7 @@ class RunContext:
     trace: Trace
     client: MemClawClient
     target: Target
+    state: dict[str, Any] = field(default_factory=dict)  # what one phase leaves the next
     _transport_failures: int = field(default=0, repr=False)
 
     @property
@@ -143,12 +145,14 @@ class RunContext:
     def progress(self, items: Iterable[T], desc: str, total: int | None = None) -> Iterable[T]:
         return self._bar(items, desc=desc, total=total)
 
-    def _bar(self, items: Iterable[T] | None = None, **kwargs: Any) -> tqdm:
-        """A progress bar on stderr. Where stderr is no terminal (a notebook kernel, a CI log)
-        it redraws every 10 s rather than several times a second, so an executed notebook
-        keeps a readable handful of progress lines instead of hundreds."""
+    def _bar(self, items: Iterable[T] | None = None, **kwargs: Any) -> Any:
+        """A progress bar on stderr where stderr is a terminal; elsewhere (a notebook kernel,
+        a CI log) one line when the phase ends, so an executed notebook keeps a line per
+        phase instead of redraws."""
+        if self.params.progress and not sys.stderr.isatty():
+            return FinalLine(items, **kwargs)
         return tqdm(items, disable=not self.params.progress, file=sys.stderr, leave=False,
-                    mininterval=0.1 if sys.stderr.isatty() else 10.0, **kwargs)
+                    mininterval=0.1, **kwargs)
 
     async def gather(self, coros: Sequence[Awaitable[T]], desc: str) -> list[T]:
         """Run coroutines concurrently (the client caps in-flight requests); the first
@@ -169,6 +173,37 @@ class RunContext:
         finally:
             bar.close()
         return [task.result() for task in tasks]
+
+
+class FinalLine:
+    """The part of tqdm's interface the phases use, printing `desc: n/total in S s` once."""
+
+    def __init__(self, items: Iterable[Any] | None = None, desc: str = "",
+                 total: int | None = None) -> None:
+        self.items, self.desc, self.n = items, desc, 0
+        self.total = total if total is not None else (
+            len(items) if isinstance(items, Sized) else None)
+        self.started = time.monotonic()
+        self.closed = False
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            for item in self.items or ():
+                yield item
+                self.n += 1
+        finally:
+            self.close()
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        of = f"/{self.total}" if self.total is not None else ""
+        print(f"{self.desc}: {self.n}{of} in {time.monotonic() - self.started:.1f} s",
+              file=sys.stderr, flush=True)
 
 
 Phase = Callable[[RunContext], Awaitable[None]]
@@ -266,28 +301,47 @@ def describe_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+FAILED_DIR = "_failed"  # under a traces root: runs that failed before their first phase
+
+
 async def arun_experiment(
     name: str, params: dict[str, Any], *, target: Target | None = None
 ) -> Path:
     """Run one experiment; returns its run directory. `target` overrides `params.target`
-    (tests pass a Target on a server they control)."""
+    (tests pass a Target on a server they control).
+
+    A run that fails before its first phase (server start-up, preflight) is moved to
+    `<traces_root>/_failed/`, so it stays inspectable but never sits among the real runs."""
     experiment = get_experiment(name)
     p = parse_params(experiment, params)
     plan = experiment.make_plan(p)
     trace = Trace(p.traces_root, experiment.name, p.seed, new_nonce(), p.model_dump(mode="json"))
     trace.manifest.planned = experiment.planned_counts(plan, p)
     trace.write_manifest()
+    progress = {"phases": 0}
     try:
         with contextlib.ExitStack() as stack:
             tgt = target or stack.enter_context(open_target(p.target))
-            await _execute(experiment, p, plan, trace, tgt)
+            await _execute(experiment, p, plan, trace, tgt, progress)
     except BaseException as exc:
         trace.finish(complete=False, reason=describe_failure(exc))
-        _summary_of_partial_run(trace.dir)
+        if progress["phases"] == 0:
+            _set_aside(trace.dir)
+        else:
+            _summary_of_partial_run(trace.dir)
         raise
     trace.finish(complete=True)
     write_summary(trace.dir)
     return trace.dir
+
+
+def _set_aside(run_dir: Path) -> Path:
+    failed = run_dir.parent / FAILED_DIR
+    failed.mkdir(exist_ok=True)
+    moved = failed / run_dir.name
+    run_dir.rename(moved)
+    log.warning("the run failed before its first phase; its manifest is in %s", moved)
+    return moved
 
 
 def _summary_of_partial_run(run_dir: Path) -> None:
@@ -299,7 +353,8 @@ def _summary_of_partial_run(run_dir: Path) -> None:
 
 
 async def _execute(
-    experiment: Experiment, p: ExperimentParams, plan: Any, trace: Trace, target: Target
+    experiment: Experiment, p: ExperimentParams, plan: Any, trace: Trace, target: Target,
+    progress: dict[str, int],
 ) -> None:
     trace.add_secrets(target.secrets)
     trace.manifest.target = target.manifest_entry()
@@ -309,6 +364,7 @@ async def _execute(
         trace.manifest.target = target.manifest_entry()
         trace.write_manifest()
         for phase in experiment.phases():
+            progress["phases"] += 1
             await phase(ctx)
             trace.write_manifest()  # executed counts so far, in case the next phase dies
         for checker in experiment.checkers():

@@ -5,17 +5,32 @@ creates a fresh tenant for the run, stops the server afterwards.
 `live`: base URL, key and tenant from the environment (`MEMCLAW_API_URL`, `MEMCLAW_API_KEY`,
 `MEMCLAW_TENANT_ID`), never from a file. The harness has no delete call at all, so a live
 run cannot remove data it did not write.
+
+`target.auth` names the credential shape of a live endpoint (see `Credential`):
+- `key`: a managed gateway (memclaw.net, MemClaw's on-prem gateway). `MEMCLAW_API_KEY` is a
+  tenant key; agent identities come from self-provisioned agent keys.
+- `gate`: a self-hosted engine with a shared gate key. `MEMCLAW_API_KEY` is the gate key,
+  sent as `X-API-Key` with `X-Tenant-ID`; agent identities are asserted in `X-Agent-ID`.
+- `headers`: a self-hosted engine without a gate key: `X-Tenant-ID` / `X-Agent-ID` only,
+  `MEMCLAW_API_KEY` is not used.
+
+Every run has a target label (`target.label`), the name the report judges and keeps apart:
+for the bundled server its profile, for a live endpoint what its `/version` and URL say
+(`default_label`), unless the params set one.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from fleetprobe.client import Credential, MemClawClient
 
@@ -23,6 +38,17 @@ ENV_URL = "MEMCLAW_API_URL"
 ENV_KEY = "MEMCLAW_API_KEY"
 ENV_TENANT = "MEMCLAW_TENANT_ID"
 DEFAULT_PROFILE = "memclaw-2026-05-30"
+# Set by `fleetprobe reproduce --fast`: servers already running, keyed by the target params
+# they serve, that runs share (each in a fresh tenant) instead of starting their own.
+ENV_SHARED_SERVERS = "FLEETPROBE_SHARED_SERVERS"
+LiveAuth = Literal["key", "gate", "headers"]
+AUTH_TEXT: dict[str, str] = {
+    "key": "managed gateway: tenant key in X-API-Key, agent keys self-provisioned",
+    "gate": "self-hosted engine: shared gate key in X-API-Key + X-Tenant-ID + asserted "
+            "X-Agent-ID",
+    "headers": "self-hosted engine without a gate key: X-Tenant-ID + asserted X-Agent-ID",
+}
+LABEL_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:@/+-]{0,79}$")
 
 
 class TargetError(RuntimeError):
@@ -35,13 +61,61 @@ class TargetParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["reference", "live"] = "reference"
-    profile: str = DEFAULT_PROFILE
+    # reference only (the bundled server's profile); None = DEFAULT_PROFILE for `reference`
+    profile: str | None = None
     # reference only: passed to `python -m reference_server` (e.g. "10/second")
     write_rate: str | None = None
     search_rate: str | None = None
     bulk_rate: str | None = None
-    # live only: `key` = X-API-Key; `headers` = self-hosted MemClaw without a gateway
-    auth: Literal["key", "headers"] = "key"
+    # reference only: the server's embedder (`hashing` default; `minilm` needs the embed extra)
+    embedder: Literal["hashing", "minilm"] | None = None
+    # the credential shape (module docstring); for `reference` the bundled server is started
+    # demanding that shape (`key` = its gateway keys)
+    auth: LiveAuth = "key"
+    # the name the report judges this run under; None = default_label()
+    label: str | None = None
+
+    @model_validator(mode="after")
+    def _profile_for_reference_only(self) -> TargetParams:
+        if self.kind == "live" and self.embedder is not None:
+            raise ValueError("embedder selects the bundled server's embedder; a live "
+                             "endpoint embeds as it is configured")
+        if self.kind == "live" and self.profile is not None:
+            raise ValueError("profile selects the bundled server's behaviour; a live "
+                             "target's name in the report is target.label")
+        if self.kind == "reference" and self.profile is None:
+            self.profile = DEFAULT_PROFILE
+        if self.kind == "reference":
+            _check_known_profile(self.profile)
+        if self.label is not None and not LABEL_PATTERN.match(self.label):
+            raise ValueError("label: 1-80 characters, letters, digits and ' ._:@/+-'")
+        return self
+
+
+def _check_known_profile(profile: str) -> None:
+    """A profile the bundled server does not have fails here, in one line, before any server
+    starts."""
+    try:
+        from reference_server.profiles import PROFILES
+    except ImportError:
+        return
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; the bundled server has "
+                         f"{', '.join(sorted(PROFILES))}")
+
+
+DEFAULT_EMBEDDER_NAMES = frozenset({None, "hashing", "hashing-sha256"})
+
+
+def default_label(kind: str | None, profile: str | None, version: str | None,
+                  base_url: str | None, embedder: str | None = None) -> str:
+    """The bundled server's profile (plus ` +<embedder>` when it is not the default hashing
+    embedder, so an embedder ablation is its own label); for a live endpoint
+    `live <version> @ <host:port>`."""
+    if kind == "reference" and profile:
+        return profile if embedder in DEFAULT_EMBEDDER_NAMES else f"{profile} +{embedder}"
+    host = urlsplit(base_url or "").netloc or "unknown-host"
+    return f"live {version or 'unknown-version'} @ {host}"
 
 
 @dataclass
@@ -55,16 +129,47 @@ class Target:
     secrets: frozenset[str] = frozenset()
     info: dict[str, Any] = field(default_factory=dict)
     server: Any = None  # the ReferenceServer when kind == "reference"
+    label_requested: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.label_requested or default_label(
+            self.kind, self.info.get("profile") or self.profile_requested,
+            _text(self.info.get("version")), self.base_url, self.info.get("embedder"))
+
+    @property
+    def identity_mechanism(self) -> str:
+        """How agent identities are had: `provisioned` agent keys or `asserted` headers."""
+        return "asserted" if self.tenant.asserts_identity else "provisioned"
+
+    def extra_tenant(self) -> Credential | None:
+        """A further fresh tenant on the same endpoint, where the target can make one (the
+        bundled server); None for a live target, which has the one tenant it was given."""
+        if self.server is None or not hasattr(self.server, "create_tenant"):
+            return None
+        tenant_id, raw_key = self.server.create_tenant()
+        self.secrets = self.secrets | {raw_key}
+        return Credential(kind="tenant", tenant_id=tenant_id, key=raw_key)
 
     def manifest_entry(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
+            "label": self.label,
             "base_url": self.base_url,
             "tenant_id": self.tenant.tenant_id,
+            "auth": self.tenant.kind,
+            "identity_mechanism": self.identity_mechanism,
             "server_version": self.info.get("version"),
+            # what the endpoint's /version says; a live MemClaw names no profile (null)
             "server_profile": self.info.get("profile"),
             "latency_simulated": self.info.get("latency_simulated"),
+            "server_shared": bool(getattr(self.server, "shared", False)),
+            "embedder": self.info.get("embedder"),
         }
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 @contextmanager
@@ -78,13 +183,27 @@ def open_target(params: TargetParams) -> Iterator[Target]:
 
 @contextmanager
 def reference_target(params: TargetParams) -> Iterator[Target]:
+    shared = json.loads(os.environ.get(ENV_SHARED_SERVERS) or "{}").get(
+        params.model_dump_json())
     try:
-        from reference_server.process import ReferenceServer
+        from reference_server.process import (
+            ReferenceServer,
+            ReferenceServerError,
+            RunningServer,
+        )
     except ImportError as exc:
         raise TargetError(
             f"the bundled reference server is not importable ({exc}); install the kit with "
             "`pip install -e .` or use a live target"
         ) from exc
+    if shared:
+        running = RunningServer(shared["base_url"], shared["admin_key"], params.profile)
+        try:
+            target = target_for_server(running, params.profile, label=params.label)
+        except (ReferenceServerError, OSError) as exc:
+            raise TargetError(f"the shared server at {running.base_url}: {exc}") from exc
+        yield target
+        return
     extra: list[str] = []
     if params.write_rate:
         extra += ["--write-rate", params.write_rate]
@@ -92,36 +211,59 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
         extra += ["--search-rate", params.search_rate]
     if params.bulk_rate:
         extra += ["--bulk-rate", params.bulk_rate]
-    with ReferenceServer(profile=params.profile, extra_args=tuple(extra)) as server:
-        yield target_for_server(server, params.profile)
+    if params.embedder:
+        extra += ["--embedder", params.embedder]
+    server_auth = "gateway" if params.auth == "key" else params.auth
+    try:
+        server = ReferenceServer(profile=params.profile, extra_args=tuple(extra),
+                                 auth=server_auth).start()
+    except ReferenceServerError as exc:
+        raise TargetError(str(exc)) from exc
+    with server:
+        yield target_for_server(server, params.profile, label=params.label)
 
 
-def target_for_server(server: Any, profile: str | None = None) -> Target:
-    """A `reference` target on an already running ReferenceServer, with a fresh tenant."""
+def target_for_server(server: Any, profile: str | None = None,
+                      label: str | None = None) -> Target:
+    """A `reference` target on an already running ReferenceServer, with a fresh tenant.
+    A server started with `auth="gate"` or `"headers"` is spoken to in that shape."""
     tenant_id, raw_key = server.create_tenant()
+    auth = getattr(server, "auth", "gateway")
+    if auth == "gate":
+        cred = Credential(kind="gate", tenant_id=tenant_id, key=server.gate_key)
+    elif auth == "headers":
+        cred = Credential(kind="headers", tenant_id=tenant_id)
+    else:
+        cred = Credential(kind="tenant", tenant_id=tenant_id, key=raw_key)
     return Target(
         kind="reference",
         base_url=server.base_url,
-        tenant=Credential(kind="tenant", tenant_id=tenant_id, key=raw_key),
+        tenant=cred,
         profile_requested=profile,
-        secrets=frozenset(s for s in (raw_key, server.admin_key) if s),
+        secrets=frozenset(s for s in (raw_key, server.admin_key,
+                                      getattr(server, "gate_key", None)) if s),
         server=server,
+        label_requested=label,
     )
 
 
 def live_target(params: TargetParams, env: dict[str, str] | None = None) -> Target:
     env = dict(os.environ if env is None else env)
-    needed = [ENV_URL, ENV_TENANT] + ([ENV_KEY] if params.auth == "key" else [])
+    keyed = params.auth in ("key", "gate")
+    needed = [ENV_URL, ENV_TENANT] + ([ENV_KEY] if keyed else [])
     missing = [name for name in needed if not env.get(name)]
     if missing:
+        what = {"key": ", tenant API key", "gate": ", the engine's gate key"}.get(params.auth, "")
         raise TargetError(
-            f"live target needs the environment variable(s) {', '.join(missing)} "
-            f"(base URL, tenant id{', API key' if params.auth == 'key' else ''}); "
-            "export them in your shell, never put them in a params file"
+            f"live target (auth: {params.auth}) needs the environment variable(s) "
+            f"{', '.join(missing)} (base URL, tenant id{what}); export them in your shell, "
+            "never put them in a params file"
         )
     tenant_id = env[ENV_TENANT]
     if params.auth == "key":
         cred = Credential(kind="tenant", tenant_id=tenant_id, key=env[ENV_KEY])
+    elif params.auth == "gate":
+        cred = Credential(kind="gate", tenant_id=tenant_id, key=env[ENV_KEY])
     else:
         cred = Credential(kind="headers", tenant_id=tenant_id)
     return Target(
@@ -129,7 +271,28 @@ def live_target(params: TargetParams, env: dict[str, str] | None = None) -> Targ
         base_url=env[ENV_URL].rstrip("/"),
         tenant=cred,
         secrets=frozenset({cred.key} if cred.key else ()),
+        label_requested=params.label,
     )
+
+
+def credential_hint(auth: str, status: int | None, error: str | None) -> str:
+    """What to change when a live endpoint refuses the credential, read from its answer."""
+    message = (error or "").lower()
+    if "include x-api-key" in message:  # the engine has a gate key and got none
+        return (f"the endpoint demands X-API-Key: a self-hosted engine with a gate key wants "
+                f"`target.auth: gate` with the gate key in {ENV_KEY}; a managed gateway wants "
+                f"`target.auth: key` with a tenant key in {ENV_KEY}")
+    if "x-tenant-id header" in message:  # header-trust engine, no tenant header sent
+        return ("the endpoint reads the tenant from X-Tenant-ID: use `target.auth: headers` "
+                "(no key) or `target.auth: gate` (with its gate key)")
+    if status == 403 and "not authorized" in message and auth == "key":
+        return (f"the key is valid but not for tenant {ENV_TENANT}: if it is a self-hosted "
+                f"engine's shared gate key, use `target.auth: gate` (sends X-Tenant-ID); "
+                f"else check {ENV_TENANT}")
+    if auth == "headers":
+        return (f"check {ENV_TENANT}; an endpoint that wants a key needs `target.auth: gate` "
+                "or `key`")
+    return f"check {ENV_KEY} (auth: {auth}) and {ENV_TENANT}"
 
 
 async def preflight(client: MemClawClient, target: Target) -> None:
@@ -157,7 +320,9 @@ async def preflight(client: MemClawClient, target: Target) -> None:
         )
     probe = await client.list_memories(target.tenant, limit=1)
     if probe.status in (401, 403):
-        hint = f"check {ENV_KEY} and {ENV_TENANT}" if target.kind == "live" else "tenant key"
+        auth = {"tenant": "key"}.get(target.tenant.kind, target.tenant.kind)
+        hint = (credential_hint(auth, probe.status, probe.error) if target.kind == "live"
+                else f"the reference server's {target.tenant.kind} credential")
         raise TargetError(
             f"{target.base_url} rejected the credential for tenant "
             f"{target.tenant.tenant_id!r} ({probe.error}); {hint}"

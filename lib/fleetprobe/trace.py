@@ -62,6 +62,30 @@ def phase_fields() -> dict[str, dict[str, tuple[str, ...]]]:
     return schema
 
 
+EVENTS_FILES = ("events.jsonl", "events.jsonl.gz")  # as written; as committed (gzip)
+
+
+def events_file(run_dir: str | Path) -> Path:
+    """A run's event log: `events.jsonl` while written, `events.jsonl.gz` once committed."""
+    run_dir = Path(run_dir)
+    for name in EVENTS_FILES:
+        if (run_dir / name).is_file():
+            return run_dir / name
+    return run_dir / EVENTS_FILES[0]
+
+
+def read_event_lines(run_dir: str | Path) -> list[str]:
+    """The lines of a run's event log, in either form."""
+    path = events_file(run_dir)
+    if not path.is_file():
+        return []
+    if path.suffix == ".gz":
+        import gzip
+
+        return gzip.decompress(path.read_bytes()).decode("utf-8").splitlines()
+    return path.read_text(encoding="utf-8").splitlines()
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -243,12 +267,23 @@ def _round_ms(latency_ms: float | None) -> float | None:
     return None if latency_ms is None else round(latency_ms, 3)
 
 
+# Runs that write to different traces roots but end up side by side (`fleetprobe reproduce`
+# gives every run a work directory of its own) reserve their names in one registry directory.
+ENV_RUN_ID_REGISTRY = "FLEETPROBE_RUN_ID_REGISTRY"
+
+
 def _fresh_dir(root: Path, run_id: str) -> Path:
     """Create `root/run_id`, suffixing `-2`, `-3`... if two runs start in the same second."""
     root.mkdir(parents=True, exist_ok=True)
+    registry = os.environ.get(ENV_RUN_ID_REGISTRY)
+    if registry:
+        Path(registry).mkdir(parents=True, exist_ok=True)
     for n in range(1, 1000):
-        candidate = root / (run_id if n == 1 else f"{run_id}-{n}")
+        name = run_id if n == 1 else f"{run_id}-{n}"
         try:
+            if registry:
+                (Path(registry) / name).mkdir()
+            candidate = root / name
             candidate.mkdir()
             return candidate
         except FileExistsError:

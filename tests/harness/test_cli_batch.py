@@ -45,12 +45,29 @@ def test_batch_runs_each_entry_under_each_profile(tmp_path: Path, capsys) -> Non
     assert capsys.readouterr().out.count("ok  provenance") == 3
 
 
-def test_batch_reports_a_failed_run(tmp_path: Path, capsys) -> None:
+def test_batch_reports_a_failed_run_with_its_own_output_after_one_retry(
+        tmp_path: Path, capsys, monkeypatch) -> None:
+    for name in ("MEMCLAW_API_URL", "MEMCLAW_API_KEY", "MEMCLAW_TENANT_ID"):
+        monkeypatch.delenv(name, raising=False)
+    plan = write_plan(tmp_path, [{"experiment": "provenance", "params": SMOKE_PROVENANCE,
+                                  "profiles": ["naive"], "set": ["target.kind=live"]}])
+    code = main(["batch", str(plan), "--set", f"traces_root={tmp_path / 't'}"])
+    assert code != 0
+    out = capsys.readouterr().out
+    assert "FAILED (1)  provenance naive [target.kind=live] (attempt 2)" in out
+    assert "needs the environment variable(s) MEMCLAW_API_URL" in out
+    # failed before its first phase: set aside, never among the real runs
+    assert [p.name for p in (tmp_path / "t").iterdir()] == ["_failed"]
+
+
+def test_a_bad_profile_is_one_line_before_any_run(tmp_path: Path, capsys) -> None:
     plan = write_plan(tmp_path, [{"experiment": "provenance", "params": SMOKE_PROVENANCE,
                                   "profiles": ["no-such-profile"]}])
     code = main(["batch", str(plan), "--set", f"traces_root={tmp_path / 't'}"])
-    assert code != 0
-    assert "FAILED" in capsys.readouterr().out
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown profile 'no-such-profile'" in err[0]
+    assert not (tmp_path / "t").exists()
 
 
 @pytest.mark.parametrize(("entry", "problem"), [

@@ -128,7 +128,9 @@ def test_unreachable_target_leaves_an_incomplete_trace(target: Target, traces_ro
         run(arun_experiment("provenance", {
             "traces_root": str(traces_root), "chains": 1, "progress": False,
             "client": {"max_attempts": 2, "backoff_base_s": 0.01}}, target=gone))
-    (run_dir,) = traces_root.iterdir()
+    # failed before its first phase: set aside, not among the real runs
+    assert [p.name for p in traces_root.iterdir()] == ["_failed"]
+    (run_dir,) = (traces_root / "_failed").iterdir()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["complete"] is False
     assert manifest["incomplete_reason"].startswith("target: cannot reach")

@@ -51,9 +51,13 @@ def test_each_pair_asserts_two_values_on_one_single_valued_triple() -> None:
 
 
 def test_predicates_are_single_valued_on_the_reference_server() -> None:
-    from reference_server.contradiction import is_single_valued
+    from reference_server.contradiction import SINGLE_VALUE_PREDICATES, is_single_valued
 
     assert all(is_single_valued(t.predicate) for t in TEMPLATES)
+    # every template predicate is one of MemClaw's own names (e.g. `owner` is not one: the
+    # engine treats it as multi-valued and never supersedes)
+    assert {t.predicate for t in TEMPLATES} <= SINGLE_VALUE_PREDICATES
+    assert "owner" not in {t.predicate for t in TEMPLATES}
 
 
 def test_low_diversity_repeats_the_sequential_sentences_high_does_not() -> None:

@@ -48,6 +48,71 @@ def test_live_run_with_a_wrong_key_says_so_and_keeps_an_incomplete_manifest(
     assert done.returncode == 1
     assert "rejected the credential" in done.stderr
     assert "mc_not_a_real_key" not in done.stderr
-    manifests = [manifest(d) for d in tmp_path.iterdir()]
+    manifests = [manifest(d) for d in (tmp_path / "_failed").iterdir()]
     assert manifests and all(m["complete"] is False and m["incomplete_reason"]
                              for m in manifests)
+
+
+# -- credential shapes ------------------------------------------------------------------
+
+import asyncio  # noqa: E402
+
+import pytest  # noqa: E402
+
+from fleetprobe.analysis.db import run_label  # noqa: E402
+from fleetprobe.client import Credential  # noqa: E402
+from fleetprobe.runner import ClientParams, make_client  # noqa: E402
+from fleetprobe.targets import TargetError, TargetParams, live_target, preflight  # noqa: E402
+
+
+def test_the_three_credential_shapes_send_the_headers_memclaw_reads() -> None:
+    tenant = Credential(kind="tenant", tenant_id="t", key="mc_k")
+    assert tenant.headers() == {"X-API-Key": "mc_k"}
+    gate = Credential(kind="gate", tenant_id="t", key="gk").as_agent("a1", 2)
+    assert gate.headers() == {"X-API-Key": "gk", "X-Tenant-ID": "t", "X-Agent-ID": "a1"}
+    headers = Credential(kind="headers", tenant_id="t").as_agent("a1")
+    assert headers.headers() == {"X-Tenant-ID": "t", "X-Agent-ID": "a1"}
+    with pytest.raises(ValueError):
+        tenant.as_agent("a1")
+
+
+def _preflight_error(server, auth: str, key: str | None, tenant: str = "t-hint") -> str:
+    env = {"MEMCLAW_API_URL": server.base_url, "MEMCLAW_TENANT_ID": tenant}
+    if key:
+        env["MEMCLAW_API_KEY"] = key
+    target = live_target(TargetParams(kind="live", auth=auth), env)  # type: ignore[arg-type]
+
+    async def go() -> str:
+        async with make_client(target.base_url, ClientParams(max_attempts=1)) as client:
+            try:
+                await preflight(client, target)
+            except TargetError as exc:
+                return str(exc)
+        return ""
+
+    return asyncio.run(go())
+
+
+def test_hints_name_the_shape_a_gate_keyed_engine_wants(start_server) -> None:
+    server = start_server("memclaw-2026-05-31", auth="gate")
+    no_key = _preflight_error(server, "headers", None)
+    assert "Missing API key" in no_key and "target.auth: gate" in no_key
+    gate_as_tenant_key = _preflight_error(server, "key", server.gate_key)
+    assert "not authorized to read tenant" in gate_as_tenant_key
+    assert "target.auth: gate" in gate_as_tenant_key
+    assert server.gate_key not in gate_as_tenant_key
+    assert _preflight_error(server, "gate", server.gate_key) == ""
+    wrong = _preflight_error(server, "gate", "mc_wrong_gate_key_0123456789abcdef")
+    assert "Invalid API key" in wrong and "MEMCLAW_API_KEY" in wrong
+
+
+def test_a_live_target_takes_no_profile_and_gets_a_label() -> None:
+    with pytest.raises(ValueError):
+        TargetParams(kind="live", profile="memclaw-2026-05-30")
+    assert TargetParams(kind="live").profile is None
+    assert TargetParams().profile == "memclaw-2026-05-30"
+    assert run_label({"kind": "live", "server_version": "2.29.0",
+                      "base_url": "http://127.0.0.1:8000"}) == "live 2.29.0 @ 127.0.0.1:8000"
+    assert run_label({"kind": "reference", "server_profile": "naive"}) == "naive"
+    assert run_label({"kind": "live", "label": "may-engine", "server_version": "2.0.0"}) == \
+        "may-engine"

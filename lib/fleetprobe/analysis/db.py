@@ -14,7 +14,8 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from fleetprobe.trace import COMMON_FIELDS, phase_fields
+from fleetprobe.targets import default_label
+from fleetprobe.trace import COMMON_FIELDS, EVENTS_FILES, events_file, phase_fields
 
 METRICS_SQL = Path(__file__).with_name("metrics.sql")
 
@@ -52,6 +53,7 @@ RUN_COLUMNS: dict[str, str] = {
     "profile": "VARCHAR",
     "target_kind": "VARCHAR",
     "server_version": "VARCHAR",
+    "base_url": "VARCHAR",
     "latency_simulated": "BOOLEAN",
     "seed": "BIGINT",
     "complete": "BOOLEAN",
@@ -62,11 +64,12 @@ RUN_COLUMNS: dict[str, str] = {
     "planned": "VARCHAR",
     "executed": "VARCHAR",
     "has_manifest": "BOOLEAN",
+    "packages": "VARCHAR",
 }
 
 
 def run_dirs(traces_root: Path) -> list[Path]:
-    """Run directories under a traces root (a directory holding events.jsonl or manifest.json).
+    """Run directories under a traces root (a directory holding events.jsonl[.gz] or manifest.json).
 
     A run directory passed directly as the root counts as a root holding that one run.
     """
@@ -79,7 +82,7 @@ def run_dirs(traces_root: Path) -> list[Path]:
 
 
 def _is_run_dir(path: Path) -> bool:
-    return (path / "events.jsonl").is_file() or (path / "manifest.json").is_file()
+    return any((path / name).is_file() for name in (*EVENTS_FILES, "manifest.json"))
 
 
 def connect(traces_root: Path, runs: Iterable[Path] | None = None) -> duckdb.DuckDBPyConnection:
@@ -90,7 +93,7 @@ def connect(traces_root: Path, runs: Iterable[Path] | None = None) -> duckdb.Duc
     """
     dirs = list(runs) if runs is not None else run_dirs(traces_root)
     con = duckdb.connect(":memory:")
-    _load_events(con, [d / "events.jsonl" for d in dirs])
+    _load_events(con, [events_file(d) for d in dirs])
     _load_runs(con, dirs)
     con.execute(METRICS_SQL.read_text())
     return con
@@ -108,7 +111,7 @@ def _load_events(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
         """
         INSERT INTO events
         SELECT * EXCLUDE (filename),
-               regexp_extract(replace(filename, '\\', '/'), '([^/]+)/events\\.jsonl$', 1)
+               regexp_extract(replace(filename, '\\', '/'), '([^/]+)/events\\.jsonl(\\.gz)?$', 1)
         FROM read_json(?, format = 'newline_delimited', columns = ?,
                        ignore_errors = true, filename = true)
         """,
@@ -148,9 +151,11 @@ def read_manifest(run_dir: Path) -> dict:
     return {
         "run_id": manifest.get("run_id") or Path(run_dir).name,
         "experiment": manifest.get("experiment"),
-        "profile": target.get("server_profile"),
+        # the run's target label: every table keeps labels apart and the verdict judges each
+        "profile": run_label(target),
         "target_kind": target.get("kind"),
         "server_version": _as_text(target.get("server_version")),
+        "base_url": target.get("base_url"),
         "latency_simulated": target.get("latency_simulated"),
         "seed": manifest.get("seed"),
         "complete": bool(manifest.get("complete")),
@@ -161,7 +166,20 @@ def read_manifest(run_dir: Path) -> dict:
         "planned": json.dumps(manifest.get("planned") or {}, sort_keys=True),
         "executed": json.dumps(manifest.get("executed") or {}, sort_keys=True),
         "has_manifest": True,
+        "packages": json.dumps(manifest.get("packages") or {}, sort_keys=True),
     }
+
+
+def run_label(target: dict) -> str | None:
+    """The manifest's `target.label`; for runs recorded before labels existed, the label the
+    harness would give them (bundled server: its profile; live: version and host)."""
+    if target.get("label"):
+        return str(target["label"])
+    if not target:
+        return None
+    return default_label(target.get("kind"), target.get("server_profile"),
+                         _as_text(target.get("server_version")), target.get("base_url"),
+                         target.get("embedder"))
 
 
 def _as_text(value: object) -> str | None:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
-from IPython.display import Image, Markdown, display
+from IPython.display import HTML, Image, Markdown, display
 
 
 def show_notes(built: dict[str, Any]) -> None:
@@ -19,7 +19,7 @@ def show_table(built: dict[str, Any], name: str) -> None:
     if table.empty:
         display(Markdown(f"_{table.note}_"))
         return
-    display(table.frame.style.hide(axis="index"))
+    display(_html(table.frame, name))
     if table.note:
         display(Markdown(f"_{table.note}_"))
 
@@ -36,7 +36,13 @@ def show_verdicts(built: dict[str, Any], claim_ids: Iterable[str]) -> None:
     rows = [{"claim": v.label, "paper": v.paper, "reproduced": v.measured,
              "verdict": v.status, "why": v.reason}
             for v in built["verdicts"] if v.claim_id in wanted]
-    display(pd.DataFrame(rows).style.hide(axis="index"))
+    display(_html(pd.DataFrame(rows), "verdicts-" + "-".join(wanted)[:40]))
+
+
+def _html(frame: pd.DataFrame, name: str) -> HTML:
+    """A table as HTML with a fixed styler id (not a random one, nor the Styler's address
+    as its text form), so an executed report is byte-identical from run to run."""
+    return HTML(frame.style.hide(axis="index").set_uuid(name).to_html())
 
 
 def show_verdict_counts(built: dict[str, Any]) -> None:

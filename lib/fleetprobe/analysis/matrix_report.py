@@ -160,8 +160,8 @@ class MatrixSection:
 
 
 def _label(profile: str | None, target_kind: str | None) -> str:
-    profile = profile or "unknown"
-    return profile if target_kind == "reference" else f"{target_kind}: {profile}"
+    """The run's target label (the `runs` view's profile column is the label)."""
+    return profile or f"unknown {target_kind or 'target'}"
 
 
 def _order(labels: list[str]) -> list[str]:

@@ -26,10 +26,10 @@ SELECT coalesce(m.run_id, s.run_id)                      AS run_id,
        coalesce(m.experiment, s.experiment)              AS experiment,
        coalesce(m.profile, 'unknown')                    AS profile,
        coalesce(m.target_kind, 'unknown')                AS target_kind,
-       m.server_version, m.latency_simulated, m.seed,
+       m.server_version, m.base_url, m.latency_simulated, m.seed,
        coalesce(m.complete, false)                       AS complete,
        m.incomplete_reason, m.started_at, m.ended_at, m.params, m.planned, m.executed,
-       coalesce(m.has_manifest, false)                   AS has_manifest,
+       coalesce(m.has_manifest, false)                   AS has_manifest, m.packages,
        coalesce(s.n_events, 0)                           AS n_events
 FROM manifests m FULL OUTER JOIN seen s ON m.run_id = s.run_id;
 

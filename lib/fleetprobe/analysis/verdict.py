@@ -1,14 +1,15 @@
 """Paper versus reproduction: each claim of paper_values.yaml beside the reproduced number.
 
 Rates: `reproduced` when the paper's and the measured 95% Wilson intervals overlap, else
-`differs` with the reason the data shows. Latencies: `not comparable` unless the run's target
-was live (a reference server's latency says nothing about memclaw.net); against a live target,
-`reproduced` when every percentile the paper states is within a factor of two. A claim whose
-run or metric is absent from the traces is `not measured`.
+`differs` with the reason the data shows. Latencies follow `live_targets.LATENCY_RULE`. A
+claim whose run or metric is absent from the traces is `not measured`. Runs are grouped by
+target label (the `profile` column): the bundled server's profiles, and one label per live
+endpoint, each judged on its own rows and never merged with another.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from fleetprobe.analysis import ablations
+from fleetprobe.analysis import ablations, embedder_report, live_targets
 from fleetprobe.analysis.results import ABLATION, PAPER_SCALE, Results
 from fleetprobe.analysis.stats import Rate, fmt_count, fmt_counts, fmt_rate, rate
 
@@ -66,16 +67,23 @@ def experiment_of(claim: dict[str, Any]) -> str:
 
 
 def judge_all(results: Results) -> list[Verdict]:
-    return [judge(results, claim) for claim in results.claims]
+    """Every claim against the bundled profile it names, then every other target label
+    (live endpoints; `live_targets.py`) against every claim its runs measure."""
+    bundled = ([] if live_targets.only_live_selected(results)
+               else [judge(results, claim) for claim in results.claims])
+    return bundled + [judge(results, claim, label)
+                      for label, claim in live_targets.label_claims(results)]
 
 
-def judge(results: Results, claim: dict[str, Any]) -> Verdict:
-    """The verdict on one claim, against the canonical run of its experiment and profile."""
-    run = results.canonical_run(experiment_of(claim), claim["profile"])
-    base = Verdict(claim["id"], claim["label"], claim["section"], claim["profile"],
+def judge(results: Results, claim: dict[str, Any], label: str | None = None) -> Verdict:
+    """The verdict on one claim, against the canonical run of its experiment and profile
+    (or of the given target label)."""
+    profile = label or claim["profile"]
+    run = results.canonical_run(experiment_of(claim), profile)
+    base = Verdict(claim["id"], claim["label"], claim["section"], profile,
                    paper_text(claim), "-", NOT_MEASURED, "", [])
     if run is None:
-        base.reason = _no_run_reason(results, experiment_of(claim), claim["profile"])
+        base.reason = _no_run_reason(results, experiment_of(claim), profile)
         return base
     base.run_ids = [run.run_id]
     judged = JUDGES[claim["kind"]](results, claim, run, base)
@@ -124,16 +132,7 @@ def _judge_latency(results: Results, claim, run, verdict: Verdict) -> Verdict:
         return verdict
     keys = latency_keys(claim)
     verdict.measured = fmt_latency(measured, keys) + f" (n={int(measured['n'])})"
-    if run.target_kind != "live":
-        verdict.status = NOT_COMPARABLE
-        verdict.reason = (f"target kind {run.target_kind}: the paper measured memclaw.net, "
-                          "latency is comparable only against a live target")
-        return verdict
-    ratios = {k: measured[k] / claim[k] for k in keys if k in measured and claim[k]}
-    within = all(1 / LIVE_LATENCY_FACTOR <= r <= LIVE_LATENCY_FACTOR for r in ratios.values())
-    verdict.status = REPRODUCED if within else DIFFERS
-    verdict.reason = "live target; measured/paper " + ", ".join(
-        f"{k} x{r:.2f}" for k, r in ratios.items())
+    verdict.status, verdict.reason = live_targets.latency_verdict(run, measured, claim, keys)
     return verdict
 
 
@@ -294,15 +293,17 @@ def render_reproduction(results: Results, verdicts: list[Verdict]) -> str:
         "",
         f"Generated from the traces by `fleetprobe.analysis` ({summary}). Rates are "
         "`reproduced` when the paper's and the measured 95% Wilson intervals overlap; "
-        "latencies are `not comparable` unless the run's target was live. Each claim is "
+        "latencies follow the latency rule below. Each claim is "
         "compared with the canonical run for its experiment and profile "
         "(latest complete run at paper scale with the paper's configuration, "
-        "paper_values.yaml `headline_params`, unless runs were selected explicitly).",
+        "paper_values.yaml `headline_params`, unless runs were selected explicitly); every "
+        "other target label (a live endpoint, another engine) is judged against each claim "
+        "its runs measure, in rows of its own.",
         "",
         claims[["claim", "profile", "paper", "measured", "status", "reason", "runs"]]
         .to_markdown(index=False),
         "",
-        "## Search-leak hypothesis (paper 8.1; shared/memclaw/SEARCH-LEAK.md)",
+        "## Search-leak hypothesis (paper 8.1; docs/search-leak.md)",
         "",
         "Which write/search variant yields the paper's 72/164 search leaks and 4/28 misses:",
         "",
@@ -314,6 +315,8 @@ def render_reproduction(results: Results, verdicts: list[Verdict]) -> str:
         "",
         _markdown_or_note(contradiction_admission(results), "no contradiction run in the traces"),
         "",
+        *live_targets.section(results, verdicts),
+        *embedder_report.section(results),
         *ablations.pacing_section(ablations.pacing_rows(results)),
         *ablations.pipeline_ordering_section(ablations.contradiction_rows(results)),
         "## Runs",
@@ -346,7 +349,19 @@ def runs_section(results: Results) -> list[str]:
     if left_out:
         lines += [f"{left_out} other run(s) under the traces root (older or smaller runs with "
                   "the paper's configuration) are not used.", ""]
-    return lines
+    return lines + versions_section(results.runs[results.runs.run_id.isin(shown.run_id)])
+
+
+def versions_section(runs: pd.DataFrame) -> list[str]:
+    """The library versions the shown runs recorded in their manifests (`packages`), one row
+    per distinct set, so a reader sees what the evidence was made with."""
+    if "packages" not in runs or runs.empty:
+        return []
+    sets = runs.packages.fillna("{}").value_counts().sort_index()
+    rows = [{**json.loads(text), "runs": int(count)} for text, count in sets.items()]
+    frame = pd.DataFrame(rows).fillna("-")
+    return ["Library versions the runs recorded (manifest `packages`):", "",
+            frame.to_markdown(index=False), ""]
 
 
 def _hypothesis_conclusion(table: pd.DataFrame) -> str:

@@ -2,9 +2,10 @@
 writes assert different values for the same single-valued predicate, and how many such writes
 does it admit in the first place?
 
-Plan. `n_facts` facts cycle through `TEMPLATES` (20 subject-predicate pairs on predicates the
-server treats as single-valued). Fact `i` uses template `i % 20` and its own subject entity
-(`<stem>-<a word spelled from i>`, run-scoped by the nonce, upserted once); content is
+Plan. `n_facts` facts cycle through `TEMPLATES` (20 subject-predicate pairs on predicates in
+MemClaw's `SINGLE_VALUE_PREDICATES`, the list its engine ships). Fact `i` uses template
+`i % 20` and its own subject entity (`<stem>-<a word spelled from i>`, run-scoped by the
+nonce, upserted once); content is
 salted by the nonce. Every fact runs two scenarios, `sequential` (write 0,
 `sequential_delay_s`, write 1) then `concurrent` (writes 0 and 1 dispatched together), each
 pair asserting two different `object_value`s (`A` then `B`, drawn per fact from the template's
@@ -74,7 +75,7 @@ TEMPLATES: tuple[FactTemplate, ...] = (
                  ("frankfurt", "virginia", "oregon", "singapore", "dublin", "tokyo")),
     FactTemplate("t01", "service", "checkout-api", "runs_on", "runtime platform",
                  ("kubernetes", "nomad", "fargate", "lambda", "baremetal", "openshift")),
-    FactTemplate("t02", "service", "search-indexer", "owner", "owning team",
+    FactTemplate("t02", "service", "search-indexer", "maintained_by", "maintaining team",
                  ("atlas", "borealis", "cobalt", "meridian", "ember", "quasar")),
     FactTemplate("t03", "incident", "incident", "status", "current status",
                  ("open", "mitigated", "resolved", "escalated", "monitoring", "closed")),
@@ -102,7 +103,7 @@ TEMPLATES: tuple[FactTemplate, ...] = (
                   "af-south")),
     FactTemplate("t13", "job", "nightly-etl", "runs_on", "scheduler",
                  ("airflow", "dagster", "prefect", "cron", "argo", "temporal")),
-    FactTemplate("t14", "repository", "mobile-app-repo", "owner", "code owner",
+    FactTemplate("t14", "repository", "mobile-app-repo", "managed_by", "managing team",
                  ("apollo", "helios", "orion", "vega", "lyra", "draco")),
     FactTemplate("t15", "service", "notification-service", "version", "deployed build",
                  ("build-481", "build-502", "build-517", "build-533", "build-548",

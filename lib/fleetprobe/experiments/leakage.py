@@ -6,10 +6,15 @@ Three probe families, each judged only from what the server returned:
   agent-scoped secret (canary in metadata, distinct prose); every agent probes every secret
   by search (its fleet in `fleet_ids`, query = the secret's prose) and by GET-by-id, with
   the tenant key. Run once per search-leak hypothesis variant (`variant_write` x
-  `variant_search`, `shared/memclaw/SEARCH-LEAK.md` sections 3 and 5.10), each variant in a
-  fleet namespace of its own so variants cannot see each other's secrets through scope.
-- Table 3 (`agent_probe`): agent keys self-provisioned at trust 1 and 2 in fleet-0 GET a
-  fleet-1 row, plus the trust-1 same-fleet control and the tenant key.
+  `variant_search`, docs/search-leak.md), each variant in a fleet namespace of its own so
+  variants cannot see each other's secrets through scope, and (`variant_tenants`, where the
+  target can create tenants) in a tenant of its own, so the variants run side by side, each
+  within the paper's per-tenant rate limits, instead of one after another.
+- Table 3 (`agent_probe`): agents at trust 1 and 2 in fleet-0 GET a fleet-1 row, plus the
+  trust-1 same-fleet control and the tenant key. An agent speaks through a self-provisioned
+  agent key (managed gateway) or, on a self-hosted engine, through an asserted `X-Agent-ID`
+  after registering by writing as itself (`fleetprobe.identities`); the events and the
+  manifest (`target.identity_mechanism`) say which.
 - remediation re-probe (`reprobe`, paper 9.1): per fleet a trust-1 and a trust-2 agent key,
   each GETs every fleet's target rows (paper: 4 fleets x 3 rows, 96 probes).
 
@@ -29,6 +34,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from fleetprobe.client import Credential, Result, body_field
+from fleetprobe.identities import ASSERTED, PROVISIONED, register_asserted_agent
 from fleetprobe.plans import rng, salted, scoped
 from fleetprobe.runner import (
     Checker,
@@ -103,6 +109,9 @@ class LeakageParams(ExperimentParams):
     reprobe_fleets: int = Field(4, ge=2)
     reprobe_rows_per_fleet: int = Field(3, ge=1)
     settle_s: float = Field(1.0, ge=0, description="wait between the writes and the probes")
+    # Each variant after the first in a fresh tenant of its own (rate limits are per tenant);
+    # a target that cannot create tenants (live) runs every variant in its one tenant.
+    variant_tenants: bool = True
 
     @field_validator("variants")
     @classmethod
@@ -368,6 +377,31 @@ def canary_for(row_id: str, nonce: str) -> str:
 
 
 
+async def open_tenants(ctx: RunContext) -> None:
+    """One tenant per variant block (the first is the run's own), recorded in the manifest."""
+    tenants = [ctx.tenant]
+    for _ in ctx.plan.blocks[1:]:
+        extra = await asyncio.to_thread(ctx.target.extra_tenant) if (
+            ctx.params.variant_tenants) else None
+        if extra is None:
+            break
+        ctx.client.pace_separately(extra.tenant_id)
+        tenants.append(extra)
+    ctx.state["block_tenants"] = {
+        block_index: tenants[block_index] if block_index < len(tenants) else ctx.tenant
+        for block_index in range(len(ctx.plan.blocks))}
+    ctx.state["row_tenants"] = {row.row_id: ctx.state["block_tenants"][i]
+                                for i, block in enumerate(ctx.plan.blocks) for row in block.rows}
+    ctx.trace.add_secrets(ctx.target.secrets)
+    ctx.trace.manifest.target["variant_tenant_ids"] = [
+        ctx.state["block_tenants"][i].tenant_id for i in range(len(ctx.plan.blocks))]
+    ctx.trace.write_manifest()
+
+
+def _tenant_of_row(ctx: RunContext, row_id: str) -> Credential:
+    return ctx.state.get("row_tenants", {}).get(row_id, ctx.tenant)
+
+
 async def write_rows(ctx: RunContext) -> None:
     await ctx.gather([_write_row(ctx, row) for row in ctx.plan.all_rows()], desc="write")
 
@@ -382,7 +416,7 @@ async def _write_row(ctx: RunContext, row: PlannedRow) -> None:
     }
     if row.variant_write == "fleet_id":
         memory["fleet_id"] = scoped(row.writer_fleet, ctx.nonce)
-    result = await ctx.client.write(ctx.tenant, memory)
+    result = await ctx.client.write(_tenant_of_row(ctx, row.row_id), memory)
     ctx.record("write", result, expect=("id", "fleet_id"), secret_id=row.row_id,
                secret_scope=row.scope,
                writer_agent=scoped(row.writer_agent, ctx.nonce),
@@ -444,7 +478,7 @@ def _record_probe(ctx: RunContext, phase: str, result: Result, returned: bool | 
 
 async def _get_probe(ctx: RunContext, block: VariantBlock, probe: BulkProbe,
                      memory_id: str) -> None:
-    result = await ctx.client.get(ctx.tenant, memory_id)
+    result = await ctx.client.get(_tenant_of_row(ctx, probe.row_id), memory_id)
     canary = canary_for(probe.row_id, ctx.nonce)
     returned = get_returned(result.status, result.body, memory_id, canary) if answered(
         result) else None
@@ -472,7 +506,7 @@ async def _search_probe(ctx: RunContext, block: VariantBlock, probe: BulkProbe,
     body = search_body(scoped(probe.prober_fleet, ctx.nonce), block.variant_search,
                        salted(row.content, ctx.nonce), ctx.params.search_top_k,
                        prober if ctx.params.search_filter_agent_id else None)
-    result = await ctx.client.search(ctx.tenant, body)
+    result = await ctx.client.search(_tenant_of_row(ctx, probe.row_id), body)
     canary = canary_for(probe.row_id, ctx.nonce)
     returned = search_returned(result.body, memory_id, canary) if answered(result) else None
     fields = _probe_fields(ctx, block, probe)
@@ -499,7 +533,8 @@ async def agent_probes(ctx: RunContext) -> None:
             if cred is not None and probe.row_id in written:
                 runnable.append(_agent_get(ctx, phase, probe, cred, written[probe.row_id]))
         if probes and not runnable:
-            ctx.trace.skip(phase, "no probe could run: no agent key or no target row")
+            ctx.trace.skip(phase, "no probe could run: no agent identity (key or asserted) "
+                                  "or no target row")
         await ctx.gather(runnable, desc=phase)
 
 
@@ -513,8 +548,13 @@ async def _whoami(ctx: RunContext, cred: Credential, trust: int | None,
 
 
 async def _provision_all(ctx: RunContext, agents: Sequence[KeyedAgent]) -> dict[str, Credential]:
-    """Self-provision one key per agent. A target without the endpoint (live MemClaw without
-    the managed gateway) skips the agent-key probes with the reason, never fakes them."""
+    """One identity per agent: a self-provisioned agent key on a managed gateway; on a
+    self-hosted engine whose identity is asserted by header (gate key or header trust), the
+    agent registered by writing as it and its trust set by the tenant credential
+    (`identities.py`). A key-based target without the provisioning endpoint skips the
+    agent-scoped probes with the reason, never fakes them."""
+    if ctx.tenant.asserts_identity:
+        return await _register_all(ctx, agents)
     creds: dict[str, Credential] = {}
     for agent in agents:
         result, cred = await ctx.client.provision_agent_key(
@@ -523,16 +563,37 @@ async def _provision_all(ctx: RunContext, agents: Sequence[KeyedAgent]) -> dict[
         )
         ctx.record("provision", result, credential="agent", trust=agent.trust,
                    prober_agent=scoped(agent.agent_id, ctx.nonce),
-                   prober_fleet=scoped(agent.fleet_id, ctx.nonce), provisioned=cred is not None)
+                   prober_fleet=scoped(agent.fleet_id, ctx.nonce), provisioned=cred is not None,
+                   identity=PROVISIONED)
         if cred is not None:
             creds[agent.agent_id] = cred
             continue
         reason = f"agent-key provisioning failed for {agent.agent_id}: {result.error}"
         if result.status in ENDPOINT_MISSING:
             ctx.trace.skip("agent_probe/reprobe", f"target has no agent-key provisioning "
-                           f"endpoint ({result.error}); agent-scoped probes not run")
+                           f"endpoint ({result.error}) and its credential (auth: "
+                           f"{ctx.tenant.kind}) cannot assert an agent identity; agent-scoped "
+                           "probes not run (a self-hosted engine: use target.auth gate or "
+                           "headers)")
             return creds
         ctx.trace.skip("agent_probe/reprobe", reason)
+    return creds
+
+
+async def _register_all(ctx: RunContext, agents: Sequence[KeyedAgent]) -> dict[str, Credential]:
+    creds: dict[str, Credential] = {}
+    for agent in agents:
+        agent_id, fleet_id = scoped(agent.agent_id, ctx.nonce), scoped(agent.fleet_id, ctx.nonce)
+        result, cred = await register_asserted_agent(ctx, agent_id, fleet_id, agent.trust,
+                                                     "leakage probe agent")
+        ctx.record("provision", result, credential="agent", trust=agent.trust,
+                   prober_agent=agent_id, prober_fleet=fleet_id, provisioned=cred is not None,
+                   identity=ASSERTED)
+        if cred is not None:
+            creds[agent.agent_id] = cred
+        else:
+            ctx.trace.skip("agent_probe/reprobe", f"registering the asserted identity "
+                           f"{agent.agent_id} at trust {agent.trust} failed ({result.error})")
     return creds
 
 
@@ -545,6 +606,8 @@ async def _agent_get(ctx: RunContext, phase: str, probe: AgentProbe, cred: Crede
     _record_probe(
         ctx, phase, result, returned, probe.expected, credential=probe.credential,
         trust=probe.trust,
+        identity=None if probe.credential == "tenant" else
+        (ASSERTED if cred.asserts_identity else PROVISIONED),
         prober_agent=scoped(probe.prober_agent, ctx.nonce) if probe.prober_agent else None,
         prober_fleet=scoped(probe.prober_fleet, ctx.nonce) if probe.prober_fleet else None,
         target_fleet=scoped(probe.target_fleet, ctx.nonce), relation=probe.relation,
@@ -563,7 +626,7 @@ class Leakage(Experiment):
         return plan.planned_counts()
 
     def phases(self) -> list[Phase]:
-        return [write_rows, settle, bulk_probes, agent_probes]
+        return [open_tenants, write_rows, settle, bulk_probes, agent_probes]
 
     def checkers(self) -> list[Checker]:
         # leak/miss are judged per probe by `judge` from the observed `returned` as each

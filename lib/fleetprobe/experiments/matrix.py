@@ -160,7 +160,9 @@ async def setup_tenants(ctx: RunContext) -> None:
         cred: Credential | None = ctx.tenant if i == 0 else None
         if cred is None and ctx.target.server is not None:
             tenant_id, key = ctx.target.server.create_tenant()
-            cred = Credential(kind="tenant", tenant_id=tenant_id, key=key)
+            # the same credential shape as the run's tenant (a gate key is shared)
+            cred = dataclasses.replace(ctx.tenant, tenant_id=tenant_id,
+                                       key=key if ctx.tenant.kind == "tenant" else ctx.tenant.key)
         elif cred is None and i == 1 and os.environ.get(ENV_OTHER_TENANT) and (
                 os.environ.get(ENV_OTHER_KEY)):
             cred = Credential(kind="tenant", tenant_id=os.environ[ENV_OTHER_TENANT],

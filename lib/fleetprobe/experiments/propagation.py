@@ -19,10 +19,13 @@ Plan (seeded; the nonce salts content and canaries):
   `n_redistribute_cross_fleet` onto a foreign reader, requested by the writer at
   `requester_trust`; a GET then shows whether `agent_id` flipped.
 
-Readers search as themselves: `reader_credential="agent"` self-provisions an agent key per
-reader (the way the paper did); `"tenant"` uses the tenant key with the reader's fleet in
-`fleet_ids` and no `filter_agent_id` (an author filter that would hide the writer's rows);
-such readers are registered once by a search that names them (see `setup_readers`).
+Readers search as themselves: `reader_credential="agent"` gives each reader its own agent
+identity, a self-provisioned agent key on a managed gateway (the way the paper did) or, on a
+self-hosted engine (target auth `gate`/`headers`), an asserted `X-Agent-ID` after the reader
+registered by writing as itself (`fleetprobe.identities`); `"tenant"` uses the tenant
+credential with the reader's fleet in `fleet_ids` and no `filter_agent_id` (an author filter
+that would hide the writer's rows); such readers are registered once by a search that names
+them (see `setup_readers`).
 
 Every judgement (`visible`, `leak`, `flipped`) is made by the pure functions at the bottom of
 this module from the response it judges, as the event is recorded.
@@ -40,6 +43,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from fleetprobe.client import Credential, Result, body_field
+from fleetprobe.identities import ASSERTED, PROVISIONED, register_asserted_agent
 from fleetprobe.plans import rng, salted, scoped
 from fleetprobe.runner import Checker, Experiment, ExperimentParams, Phase, RunContext, register
 
@@ -254,6 +258,13 @@ class Readers:
     def kind(self, reader: Agent) -> str:
         return "agent" if reader.agent_id in self.creds else "tenant"
 
+    def identity(self, reader: Agent) -> str | None:
+        """`provisioned` agent key, `asserted` X-Agent-ID, or None (tenant credential)."""
+        cred = self.creds.get(reader.agent_id)
+        if cred is None:
+            return None
+        return ASSERTED if cred.asserts_identity else PROVISIONED
+
 
 async def setup_readers(ctx: RunContext, readers: Readers) -> None:
     """Give each reader its own identity: an agent key in its home fleet when asked for and
@@ -263,7 +274,16 @@ async def setup_readers(ctx: RunContext, readers: Readers) -> None:
     so it exists as a redistribute target."""
     for reader in ctx.plan.readers:
         agent_id, fleet_id = scoped(reader.agent_id, ctx.nonce), scoped(reader.fleet_id, ctx.nonce)
-        if ctx.params.reader_credential == "agent":
+        if ctx.params.reader_credential == "agent" and ctx.tenant.asserts_identity:
+            result, cred = await register_asserted_agent(
+                ctx, agent_id, fleet_id, ctx.params.reader_trust, "propagation reader")
+            if cred is not None:
+                readers.creds[reader.agent_id] = cred
+            else:
+                ctx.trace.skip(f"asserted-identity reader {reader.agent_id}",
+                               f"registering it failed ({result.error}); it searched with "
+                               f"the tenant credential ({ctx.tenant.kind}) instead")
+        elif ctx.params.reader_credential == "agent":
             result, cred = await ctx.client.provision_agent_key(
                 ctx.tenant, agent_id, initial_trust=ctx.params.reader_trust,
                 initial_fleet=fleet_id, label="fleetprobe propagation reader")
@@ -280,7 +300,8 @@ async def setup_readers(ctx: RunContext, readers: Readers) -> None:
         kind = readers.kind(reader)
         ctx.record("reader", result, reader_agent=agent_id, reader_fleet=fleet_id,
                    reader_relation=reader.relation, credential=kind,
-                   trust=ctx.params.reader_trust if kind == "agent" else None)
+                   trust=ctx.params.reader_trust if kind == "agent" else None,
+                   identity=readers.identity(reader))
 
 
 async def write_rate_facts(ctx: RunContext) -> None:

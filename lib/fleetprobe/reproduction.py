@@ -1,0 +1,409 @@
+"""One `make reproduce` = one reproduction directory, resumable, and promotable.
+
+    python -m fleetprobe reproduce params/reproduce.yaml [--fast] [--fresh] [--jobs N]
+    python -m fleetprobe promote data/reproductions/<id>
+
+A reproduction lives in `data/reproductions/<UTC>-<plan>[-fast]/` (not committed):
+
+    reproduction.json   the plan it ran, fast or not, every run's status, attempts and run_id
+    runs/<run_id>/      complete runs only: the report of this reproduction reads these
+    failed/<key>.attempt<N>/   what a failed attempt left (incomplete trace, set-aside preflight)
+    logs/<key>.attempt<N>.log  that attempt's own output (the server's output on start-up failure)
+    REPRODUCTION.md     a copy of the report page built from runs/
+
+An invocation resumes the latest reproduction *of the same plan and mode* that is not
+complete, rerunning only the runs that are missing or failed; a complete one is never
+touched, so a second invocation makes a fresh reproduction with the same rows. The report
+(`reports/`) is built from this reproduction's `runs/` only. `promote` replaces the committed
+canonical runs of the plan in `data/traces/` by this reproduction's runs (events gzipped with
+fixed bytes) and records which runs belong to which plan in `data/traces/canonical.json`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fleetprobe.batch import (
+    Outcome,
+    Plan,
+    PlannedRun,
+    default_jobs,
+    load_plan,
+    report_outcome,
+    run_process,
+    with_retry,
+)
+from fleetprobe.runner import FAILED_DIR, ParamsError
+from fleetprobe.trace import ENV_RUN_ID_REGISTRY, git_commit
+
+REPRODUCTIONS = Path("data/reproductions")
+CANONICAL = Path("data/traces")
+INDEX = "canonical.json"
+RECORD = "reproduction.json"
+ENV_SHARED = "FLEETPROBE_SHARED_SERVERS"
+
+
+# ------------------------------------------------------------------ the record
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_record(directory: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads((directory / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def find_resumable(root: Path, plan: str, fast: bool) -> Path | None:
+    """The latest reproduction of this plan and mode, if it is not complete."""
+    mine = []
+    for directory in sorted(root.glob("*")) if root.is_dir() else []:
+        record = read_record(directory)
+        if record and record.get("plan") == plan and bool(record.get("fast")) == fast:
+            mine.append((directory, record))
+    if mine and not mine[-1][1].get("complete"):
+        return mine[-1][0]
+    return None
+
+
+def new_reproduction(root: Path, plan: Plan, fast: bool, jobs: int) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = f"{stamp}-{plan.name}{'-fast' if fast else ''}"
+    root.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 100):
+        directory = root / (base if n == 1 else f"{base}-{n}")
+        try:
+            directory.mkdir()
+        except FileExistsError:
+            continue
+        _write_json(directory / RECORD, {
+            "plan": plan.name, "plan_file": str(plan.path), "fast": fast, "jobs": jobs,
+            "created_at": _now(), "git_commit": git_commit(), "complete": False,
+            "shared_servers": fast, "runs": {}, "report": None})
+        return directory
+    raise RuntimeError(f"could not create a reproduction directory under {root}")
+
+
+# ------------------------------------------------------------------ running
+
+
+@contextlib.contextmanager
+def shared_servers(runs: Sequence[PlannedRun], fast: bool) -> Iterator[dict[str, str]]:
+    """Fast mode: one bundled server per distinct target (profile and server options) that
+    every run of it shares, each run in a fresh tenant. The environment that tells the runs."""
+    if not fast:
+        yield {}
+        return
+    from fleetprobe.targets import TargetParams
+    from reference_server.process import ReferenceServer
+
+    keys = sorted({run.target_key(fast=True) for run in runs})
+    servers: dict[str, ReferenceServer] = {}
+    try:
+        for key in keys:
+            target = TargetParams.model_validate_json(key)
+            if target.kind != "reference":
+                continue
+            extra: list[str] = []
+            if target.write_rate:
+                extra += ["--write-rate", target.write_rate]
+            if target.search_rate:
+                extra += ["--search-rate", target.search_rate]
+            servers[key] = ReferenceServer(profile=target.profile, extra_args=extra).start()
+        table = {key: {"base_url": s.base_url, "admin_key": s.admin_key}
+                 for key, s in servers.items()}
+        yield {ENV_SHARED: json.dumps(table)} if table else {}
+    finally:
+        for server in servers.values():
+            server.close()
+
+
+def _attempt(directory: Path, run: PlannedRun, fast: bool, env: dict[str, str],
+             n: int) -> tuple[int, str, str]:
+    work = directory / "work" / run.key
+    shutil.rmtree(work, ignore_errors=True)
+    command = run.command([f"traces_root={work}", "progress=false"], fast)
+    log = directory / "logs" / f"{run.key}.attempt{n}.log"
+    env = {**env, ENV_RUN_ID_REGISTRY: str(directory / "run-ids")}
+    code, last, output = run_process(command, log, env)
+    made = sorted(p for p in work.glob("*") if p.is_dir() and p.name != FAILED_DIR)
+    complete = [p for p in made if _complete(p)]
+    if code == 0 and len(complete) == 1:
+        target = directory / "runs" / complete[0].name
+        target.parent.mkdir(exist_ok=True)
+        complete[0].rename(target)
+        shutil.rmtree(work, ignore_errors=True)
+        return 0, target.name, output
+    # Keep whatever the attempt left, named, out of runs/.
+    if work.exists():
+        kept = directory / "failed" / f"{run.key}.attempt{n}"
+        kept.parent.mkdir(exist_ok=True)
+        shutil.rmtree(kept, ignore_errors=True)
+        work.rename(kept)
+    if code == 0:  # exited 0 but left no single complete run: not a success
+        return 1, f"no complete run directory (see {log})", output
+    return code, f"{last} (log: {log})", output
+
+
+def _attempt_in_process(directory: Path, run: PlannedRun, n: int) -> tuple[int, str, str]:
+    """Fast mode: the run in a thread of this process (its servers are shared and already
+    up), saving a Python start-up per run; same bookkeeping as a run process."""
+    import traceback
+
+    from fleetprobe.runner import describe_failure, load_params, run_experiment
+
+    work = directory / "work" / run.key
+    shutil.rmtree(work, ignore_errors=True)
+    log = directory / "logs" / f"{run.key}.attempt{n}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        params = load_params(run.params_file,
+                             run.settings([f"traces_root={work}", "progress=false"], True))
+        run_dir = run_experiment(run.experiment, params)
+    except Exception as exc:  # noqa: BLE001 - recorded and retried like a failed process
+        log.write_text(traceback.format_exc(), encoding="utf-8")
+        kept = directory / "failed" / f"{run.key}.attempt{n}"
+        if work.exists():
+            kept.parent.mkdir(exist_ok=True)
+            shutil.rmtree(kept, ignore_errors=True)
+            work.rename(kept)
+        return 1, f"{describe_failure(exc)} (log: {log})", log.read_text()
+    log.write_text(f"{run_dir}\n", encoding="utf-8")
+    target = directory / "runs" / run_dir.name
+    target.parent.mkdir(exist_ok=True)
+    run_dir.rename(target)
+    shutil.rmtree(work, ignore_errors=True)
+    return 0, target.name, ""
+
+
+def _complete(run_dir: Path) -> bool:
+    try:
+        return bool(json.loads((run_dir / "manifest.json").read_text()).get("complete"))
+    except (OSError, ValueError):
+        return False
+
+
+def run_plan(directory: Path, plan: Plan, fast: bool, jobs: int) -> bool:
+    """Run every run of the plan that this reproduction lacks; True when all are complete."""
+    record = read_record(directory) or {}
+    runs_state: dict[str, Any] = record.setdefault("runs", {})
+    present = {p.name for p in (directory / "runs").glob("*")}
+    todo = [run for run in plan.runs
+            if not (runs_state.get(run.key, {}).get("status") == "ok"
+                    and runs_state[run.key].get("run_id") in present)]
+    done_before = len(plan.runs) - len(todo)
+    print(f"reproduction {directory}: {len(todo)} run(s) to do"
+          + (f", {done_before} kept from before" if done_before else "")
+          + f", {jobs} at a time", flush=True)
+    started = time.monotonic()
+    with shared_servers(todo, fast) as env:
+        if fast:  # runs in threads here: they read the shared servers from the environment
+            os.environ.update({**env, ENV_RUN_ID_REGISTRY: str(directory / "run-ids")})
+
+        def one(run: PlannedRun) -> Outcome:
+            before = runs_state.get(run.key, {}).get("attempts", 0)
+            outcome = with_retry(
+                (lambda n: _attempt_in_process(directory, run, before + n)) if fast else
+                (lambda n: _attempt(directory, run, fast, env, before + n)))
+            runs_state[run.key] = {
+                "label": run.label, "experiment": run.experiment, "profile": run.profile,
+                "overrides": list(run.overrides), "notebook": run.notebook,
+                "status": "ok" if outcome.code == 0 else "failed",
+                "run_id": outcome.last_line if outcome.code == 0 else None,
+                "error": None if outcome.code == 0 else outcome.last_line,
+                "attempts": before + outcome.attempts}
+            _write_json(directory / RECORD, record)
+            report_outcome(run.label, outcome)
+            return outcome
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            outcomes = list(pool.map(one, todo))
+    for name in (ENV_SHARED, ENV_RUN_ID_REGISTRY):
+        os.environ.pop(name, None)
+    shutil.rmtree(directory / "work", ignore_errors=True)
+    failed = sum(o.code != 0 for o in outcomes)
+    print(f"runs: {len(todo) - failed} ok, {failed} failed in {time.monotonic() - started:.0f} s",
+          flush=True)
+    record["complete"] = all(runs_state.get(r.key, {}).get("status") == "ok" for r in plan.runs)
+    _write_json(directory / RECORD, record)
+    return bool(record["complete"])
+
+
+def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path,
+                      jobs: int) -> list[tuple[str, str]]:
+    """`notebooks/<experiment>.ipynb` on each shown run and the report notebook over
+    `traces_root`, side by side, into `out_dir`; the (name, output) of each that failed."""
+    items: list[tuple[str, list[str]]] = []
+    for experiment, run_dir in sorted(shown.items()):
+        source = Path("notebooks") / f"{experiment}.ipynb"
+        if source.is_file():
+            items.append((experiment, [str(source), str(out_dir / source.name),
+                                       "-p", "run_dir", str(run_dir)]))
+    items.append(("report", ["notebooks/report.ipynb", str(out_dir / "report.ipynb"),
+                             "-p", "traces_root", str(traces_root), "-p", "out_dir",
+                             str(out_dir)]))
+
+    def execute(item: tuple[str, list[str]]) -> tuple[str, int, str]:
+        name, args = item
+        code, _, output = run_process([sys.executable, "-m", "fleetprobe.notebooks", *args])
+        return name, code, output
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, (os.cpu_count() or 1) + 1))) as pool:
+        results = list(pool.map(execute, items))
+    bad = [(name, output) for name, code, output in results if code != 0]
+    for name, output in bad:
+        print(f"FAILED  notebook {name}:\n{output.strip()}", flush=True)
+    print(f"notebooks: {len(results) - len(bad)} executed into {out_dir}/ in "
+          f"{time.monotonic() - started:.0f} s" + (f", {len(bad)} failed" if bad else ""),
+          flush=True)
+    return bad
+
+
+def build_outputs(directory: Path, plan: Plan, out_dir: Path, jobs: int) -> int:
+    """The executed experiment notebooks of the plan's `notebook: true` runs, then the report
+    notebook over this reproduction's runs only."""
+    record = read_record(directory) or {}
+    runs_dir = directory / "runs"
+    shown = {}
+    for run in plan.runs:
+        state = record.get("runs", {}).get(run.key, {})
+        if run.notebook and state.get("run_id"):
+            shown[run.experiment] = runs_dir / state["run_id"]
+    bad = execute_notebooks(shown, runs_dir, out_dir, jobs)
+    if not bad:
+        page = out_dir / "REPRODUCTION.md"
+        if page.is_file():
+            shutil.copyfile(page, directory / "REPRODUCTION.md")
+        record["report"] = {"out_dir": str(out_dir), "built_at": _now()}
+        _write_json(directory / RECORD, record)
+    return 1 if bad else 0
+
+
+def canonical_notebooks(traces: Path = CANONICAL, out_dir: Path = Path("reports")) -> int:
+    """`make notebooks`: the executed experiment notebooks from the committed canonical runs
+    (the runs canonical.json names for them), and the report."""
+    index_path = traces / INDEX
+    index = json.loads(index_path.read_text()) if index_path.is_file() else {"plans": {}}
+    shown = {experiment: traces / run_id for plan in index["plans"].values()
+             for experiment, run_id in (plan.get("notebooks") or {}).items()}
+    bad = execute_notebooks(shown, traces, out_dir, default_jobs(fast=True))
+    return 1 if bad else 0
+
+
+def reproduce(plan_path: str | Path, *, fast: bool = False, fresh: bool = False,
+              jobs: int | None = None, root: Path = REPRODUCTIONS,
+              out_dir: Path = Path("reports")) -> int:
+    plan = load_plan(plan_path, fast=fast)
+    jobs = jobs or default_jobs(fast)
+    directory = None if fresh else find_resumable(root, plan.name, fast)
+    if directory is None:
+        directory = new_reproduction(root, plan, fast, jobs)
+    else:
+        print(f"resuming {directory} (only its missing or failed runs); --fresh to start over",
+              flush=True)
+    if not run_plan(directory, plan, fast, jobs):
+        print(f"not every run completed: see {directory / RECORD}, the logs in "
+              f"{directory / 'logs'} and the failed attempts in {directory / 'failed'}; the "
+              "report was not rebuilt. Run the same command again to rerun only those.",
+              file=sys.stderr, flush=True)
+        return 1
+    code = build_outputs(directory, plan, out_dir, jobs)
+    print(f"reproduction {directory} {'complete' if code == 0 else 'ran, report FAILED'}; "
+          f"report in {out_dir}/ (back to the committed evidence: `make report` or "
+          f"`git checkout -- {out_dir}`)", flush=True)
+    return code
+
+
+# ------------------------------------------------------------------ promote
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    """gzip with no file name and mtime 0: the same input gives the same bytes."""
+    with contextlib.closing(__import__("io").BytesIO()) as buffer:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0,
+                           compresslevel=9) as zipped:
+            zipped.write(data)
+        return buffer.getvalue()
+
+
+def promote(directory: str | Path, canonical: Path = CANONICAL, allow_fast: bool = False) -> int:
+    directory = Path(directory)
+    record = read_record(directory)
+    if record is None:
+        raise ParamsError(f"{directory} is not a reproduction (no {RECORD})")
+    if not record.get("complete"):
+        raise ParamsError(f"{directory} is not complete; run `make reproduce` again to finish it")
+    if record.get("fast") and not allow_fast:
+        raise ParamsError(f"{directory} ran with the rate limits lifted (--fast); the "
+                          "canonical evidence is made at the paper's limits (--allow-fast "
+                          "to promote it anyway)")
+    plan = str(record["plan"])
+    new_runs = sorted(s["run_id"] for s in record["runs"].values() if s.get("status") == "ok")
+    canonical.mkdir(parents=True, exist_ok=True)
+    index_path = canonical / INDEX
+    index = json.loads(index_path.read_text()) if index_path.is_file() else {"plans": {}}
+    plans: dict[str, Any] = index.setdefault("plans", {})
+    if plan in plans:
+        old = set(plans[plan]["runs"])
+    else:  # runs committed before the index existed belong to no other plan
+        claimed = {r for p in plans.values() for r in p["runs"]}
+        old = {d.name for d in canonical.iterdir() if d.is_dir() and d.name not in claimed}
+    clash = sorted(n for n in new_runs if (canonical / n).exists() and n not in old)
+    if clash:
+        raise ParamsError(f"{', '.join(clash)} already in {canonical} for another plan")
+    for name in sorted(old):
+        shutil.rmtree(canonical / name, ignore_errors=True)
+    for name in new_runs:
+        source, target = directory / "runs" / name, canonical / name
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir()
+        for item in sorted(source.iterdir()):
+            if item.name == "events.jsonl":
+                (target / "events.jsonl.gz").write_bytes(gzip_bytes(item.read_bytes()))
+            else:
+                shutil.copyfile(item, target / item.name)
+    notebooks = {s["experiment"]: s["run_id"] for s in record["runs"].values()
+                 if s.get("notebook") and s.get("status") == "ok"}
+    plans[plan] = {"reproduction": directory.name, "plan_file": record.get("plan_file"),
+                   "fast": bool(record.get("fast")), "git_commit": record.get("git_commit"),
+                   "runs": new_runs, "notebooks": dict(sorted(notebooks.items()))}
+    _write_json(index_path, index)
+    print(f"promoted {len(new_runs)} run(s) of plan {plan!r} into {canonical} "
+          f"(replaced {len(old)}); now `make notebooks report` rebuilds reports/ from them")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["notebooks"] and len(args) <= 3:
+        traces = Path(args[1]) if len(args) > 1 else CANONICAL
+        out = Path(args[2]) if len(args) > 2 else Path("reports")
+        return canonical_notebooks(traces, out)
+    print("usage: python -m fleetprobe.reproduction notebooks [TRACES [OUT]]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

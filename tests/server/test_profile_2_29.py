@@ -1,0 +1,132 @@
+"""`memclaw-2.29` (MemClaw's open engine v2.29.0) against `memclaw-2026-05-31`: the
+behaviours seen on the engine where the remediated profile answers otherwise, each pinned
+on both profiles. (Where the two agree, e.g. the duplicate gate, the test pins that too.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from reference_server.process import ReferenceServer
+
+from .conftest import FAST_ARGS
+
+PROFILES = ("memclaw-2026-05-31", "memclaw-2.29")
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, ReferenceServer]]:
+    started = {p: ReferenceServer(profile=p, extra_args=FAST_ARGS).start() for p in PROFILES}
+    try:
+        yield started
+    finally:
+        for server in started.values():
+            server.close()
+
+
+class Tenant:
+    def __init__(self, server: ReferenceServer) -> None:
+        self.server = server
+        self.tenant_id, self.key = server.create_tenant()
+
+    def call(self, method: str, path: str, agent: str | None = None, key: str | None = None,
+             **kw: Any) -> httpx.Response:
+        headers = {"X-API-Key": key or self.key}
+        if agent:
+            headers["X-Agent-ID"] = agent
+        params = {"tenant_id": self.tenant_id, **kw.pop("params", {})}
+        return httpx.request(method, self.server.base_url + "/api/v1" + path, headers=headers,
+                             params=params, timeout=10.0, **kw)
+
+    def write(self, agent: str, fleet: str, content: str, **fields: Any) -> httpx.Response:
+        return self.call("POST", "/memories", json={"tenant_id": self.tenant_id,
+                                                    "agent_id": agent, "fleet_id": fleet,
+                                                    "content": content, **fields})
+
+    def trust(self, agent: str, level: int, fleet: str | None = None) -> None:
+        body = {"trust_level": level, **({"fleet_id": fleet} if fleet else {})}
+        assert self.call("PATCH", f"/agents/{agent}/trust", json=body).status_code == 200
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_filter_agent_id_naming_another_agent(servers, profile: str) -> None:
+    t = Tenant(servers[profile])
+    t.write("a1", "fleet-a", "agent a1 writes a fleet fact")
+    prov = t.call("POST", "/admin/agent-keys/provision",
+                  json={"agent_id": "a1", "initial_trust": 1, "initial_fleet": "fleet-a"})
+    agent_key = prov.json()["raw_key"]
+    r = t.call("POST", "/search", key=agent_key,
+               json={"tenant_id": t.tenant_id, "query": "fleet fact", "filter_agent_id": "b1"})
+    if profile == "memclaw-2.29":
+        assert r.status_code == 403
+        assert r.json()["error"]["message"] == \
+            "filter_agent_id 'b1' does not match the authenticated agent identity 'a1'."
+    else:
+        assert r.status_code == 200  # searches as b1
+    same = t.call("POST", "/search", key=agent_key,
+                  json={"tenant_id": t.tenant_id, "query": "fleet fact",
+                        "filter_agent_id": "a1"})
+    assert same.status_code == 200
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_trust0_status_patch_across_fleets(servers, profile: str) -> None:
+    t = Tenant(servers[profile])
+    team = t.write("b-writer", "fleet-b", "fleet b keeps this team fact").json()["id"]
+    org = t.write("b-writer", "fleet-b", "fleet b shares this org fact",
+                  visibility="scope_org").json()["id"]
+    t.write("a0", "fleet-a", "agent a0 registers in fleet a")
+    t.trust("a0", 0)
+    on_team = t.call("PATCH", f"/memories/{team}/status", agent="a0",
+                     json={"status": "archived"})
+    on_org = t.call("PATCH", f"/memories/{org}/status", agent="a0", json={"status": "archived"})
+    assert on_org.status_code == 200  # scope_org: any agent of the tenant, even trust 0
+    if profile == "memclaw-2.29":
+        assert on_team.status_code == 403
+        assert on_team.json()["error"]["message"] == \
+            "Agent 'a0' cannot modify memory in fleet 'fleet-b'."
+    else:
+        # behind a managed gateway a tenant key's X-Agent-ID is not an identity: tenant-wide
+        assert on_team.status_code == 200
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_identical_content_into_another_fleet(servers, profile: str) -> None:
+    t = Tenant(servers[profile])
+    t.write("a3", "fleet-a", "agent a3 registers in fleet a")
+    t.trust("a3", 3)
+    content = "The quarterly capacity review moved to the second Tuesday."
+    first = t.write("a3", "fleet-a", content)
+    assert first.status_code == 201
+    other_fleet = t.write("a3", "fleet-b", content)
+    assert other_fleet.status_code == 201
+    same_fleet = t.write("a3", "fleet-a", content)
+    assert same_fleet.status_code == 409
+    assert same_fleet.json()["error"]["message"] == \
+        f"Duplicate memory exists: {first.json()['id']}"
+
+
+def test_the_engines_shape_through_the_gate() -> None:
+    """The same trust-0 refusal with the engine's own credential shape (gate key)."""
+    with ReferenceServer(profile="memclaw-2.29", extra_args=FAST_ARGS, auth="gate") as srv:
+        base = {"X-API-Key": srv.gate_key or "", "X-Tenant-ID": "t-gate"}
+
+        def call(method: str, path: str, agent: str | None = None, **kw: Any) -> httpx.Response:
+            hdrs = {**base, **({"X-Agent-ID": agent} if agent else {})}
+            return httpx.request(method, srv.base_url + "/api/v1" + path, headers=hdrs,
+                                 params={"tenant_id": "t-gate"}, timeout=10.0, **kw)
+
+        row = call("POST", "/memories", "b-writer", json={
+            "tenant_id": "t-gate", "fleet_id": "fleet-b", "content": "fleet b team fact"})
+        call("POST", "/memories", "a0", json={"tenant_id": "t-gate", "fleet_id": "fleet-a",
+                                              "content": "agent a0 registers"})
+        assert call("PATCH", "/agents/a0/trust", json={"trust_level": 0}).status_code == 200
+        r = call("PATCH", f"/memories/{row.json()['id']}/status", "a0",
+                 json={"status": "archived"})
+        assert r.status_code == 403
+        r = call("POST", "/search", "a1", json={"tenant_id": "t-gate", "query": "fact",
+                                                "filter_agent_id": "b1"})
+        assert r.status_code == 403
