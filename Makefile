@@ -141,8 +141,8 @@ embed-ablation: $(STAMP)
 .PHONY: run-matrix bench-matrix
 run-matrix: $(STAMP)
 	@mkdir -p reports
-	$(PAPERMILL) notebooks/matrix.ipynb reports/matrix.ipynb -p params_file $(PARAMS)/matrix.yaml \
-		-y "overrides: [target.profile=$(PROFILE)]"
+	$(NOTEBOOK) notebooks/matrix.ipynb reports/matrix.ipynb -p params_file $(PARAMS)/matrix.yaml \
+		-p overrides '["target.profile=$(PROFILE)"]'
 
 bench-matrix: $(STAMP)
 	$(PY) benchmarks/bench_matrix.py

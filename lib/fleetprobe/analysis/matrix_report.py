@@ -27,8 +27,9 @@ from matplotlib.gridspec import GridSpec  # noqa: E402
 from fleetprobe.analysis.stats import rate  # noqa: E402
 from fleetprobe.policy import PATHS  # noqa: E402
 
-NO_RUNS = ("No matrix runs yet: run `python -m fleetprobe run matrix --params "
-           "params/reference/matrix.yaml` (one per profile: `--set target.profile=...`).")
+NO_RUNS = ("No matrix runs yet: run `python -m fleetprobe batch params/extended.yaml` (every "
+           "profile at full scale) or `PROFILE=hardened make run-matrix` (one profile), then "
+           "`make report`.")
 PRINCIPALS = ("tenant key",
               *(f"t{t} {rel}" for t in range(4)
                 for rel in ("own", "same_fleet", "other_fleet", "null_fleet", "homeless")),

@@ -40,7 +40,7 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
                      "SELECT run_dir, lines FROM unreadable_lines ORDER BY run_dir").fetchall()]
         notes += [t.note for t in table_list if t.empty]
         notes += [f.note for f in figure_outputs.values() if f.note]
-        notes += matrix.notes
+        notes += [n for n in matrix.notes if n != matrix_report.NO_RUNS]  # MATRIX.md says so
         if results.runs.empty:
             notes.insert(0, f"No runs found under {traces_root}: run an experiment first "
                             "(make reproduce) or point --traces at a directory of runs.")
