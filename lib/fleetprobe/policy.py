@@ -83,6 +83,9 @@ class PathRule:
     hides_stale: bool = False  # MemClaw search drops outdated/conflicted rows by default
     must_return: bool = False
     strict_fleet: bool = False  # list `fleet_id` is strict equality: fleet-less rows are out
+    # a filter naming another agent may be refused outright (MemClaw 2.29 answers 403); only
+    # a filter naming the caller itself must return its rows
+    own_filter_only: bool = False
 
 
 PATHS: dict[str, PathRule] = {
@@ -95,7 +98,8 @@ PATHS: dict[str, PathRule] = {
     "search_fleet": PathRule("read", discovery=True, hides_stale=True, must_return=True),
     "search_fleets": PathRule("read", discovery=True, hides_stale=True, must_return=True),
     "search_singular": PathRule("read", discovery=True, hides_stale=True, must_return=True),
-    "search_agent": PathRule("read", discovery=True, hides_stale=True, must_return=True),
+    "search_agent": PathRule("read", discovery=True, hides_stale=True, must_return=True,
+                             own_filter_only=True),
     "recall": PathRule("read", discovery=True, hides_stale=True, must_return=True),
     "entity": PathRule("read", must_return=True),
     "agent_read": PathRule("read", must_return=True),
@@ -229,11 +233,14 @@ def entity_record(tenant: str, fleet: str | None) -> Row:
 
 
 def must_return(path: str, row: Row, decision: Decision,
-                named: tuple[str | None, ...] = ()) -> bool:
+                named: tuple[str | None, ...] = (), caller: str | None = None) -> bool:
     """Whether `path` has to return `row` (else withholding it is not a miss). `named`: the
-    fleets the request named (a strict fleet filter only returns rows of those fleets)."""
+    fleets the request named (a strict fleet filter only returns rows of those fleets);
+    `caller`: the caller's agent id (a filter naming another agent may be refused)."""
     rule = PATHS[path]
     if not rule.must_return or decision != ALLOW or row.deleted:
+        return False
+    if rule.own_filter_only and caller is not None and row.owner != caller:
         return False
     if rule.strict_fleet and row.fleet not in named:
         return False

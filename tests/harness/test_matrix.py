@@ -111,6 +111,9 @@ def test_must_return_follows_path_semantics() -> None:
     assert not policy.must_return("dup_near", row(), ALLOW)  # reveals are never required
     assert not policy.must_return("list_fleet", row(fleet=None), ALLOW, ("fleet-1",))
     assert policy.must_return("list_fleet", row(), ALLOW, ("fleet-1",))
+    # filter_agent_id naming someone else may be refused (2.29: 403); naming oneself may not
+    assert not policy.must_return("search_agent", row(owner="sib"), ALLOW, caller="me")
+    assert policy.must_return("search_agent", row(owner="me"), ALLOW, caller="me")
 
 
 # -- the checker on hand-made events ---------------------------------------------------------

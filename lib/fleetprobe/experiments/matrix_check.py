@@ -135,7 +135,7 @@ def judge_probe(e: dict[str, Any], principals: dict[str, Principal], rows: dict[
         if path == "entity":  # linked rows come back only with an entity the caller may read
             eligible = policy.read(p, policy.entity_record(row.tenant, row.fleet)) == ALLOW
         if kind == "read" and not returned and eligible and policy.must_return(
-                path, row, expected, tuple(named)):
+                path, row, expected, tuple(named), p.agent_id):
             return _verdict(e, p, row, rel, expected, "miss", "withholds the row")
         return _verdict(e, p, row, rel, expected, "ok", None)
     if kind == "identity":
