@@ -288,8 +288,7 @@ def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
         with np.errstate(invalid="ignore", divide="ignore"):
             share = np.where(n.to_numpy(dtype=float) > 0,
                              gaps.to_numpy(dtype=float) / n.to_numpy(dtype=float), np.nan)
-        cmap = plt.get_cmap("Reds").copy()
-        cmap.set_bad("#d9d9d9")  # grey: no probe judged in that cell
+        cmap = plt.get_cmap("Reds").with_extremes(bad="#d9d9d9")  # grey: nothing judged
         image = ax.imshow(np.ma.masked_invalid(share), cmap=cmap, vmin=0, vmax=1,
                           aspect="auto", interpolation="nearest")
         for (y, x), m in np.ndenumerate(misses.fillna(0).to_numpy()):
