@@ -234,7 +234,25 @@ def catalogue(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
         s.map(target_rank) if s.name == "target" else s.map(path_rank) if s.name == "path"
         else s.map(who_rank) if s.name == "principal" else s))
     return cat[["target", "path", "principal", "verdict", "what", "count", "visibilities",
-                "reproduction", "mechanism"]].reset_index(drop=True)
+                "example_probe", "reproduction", "mechanism"]].reset_index(drop=True)
+
+
+def grouped(cat: pd.DataFrame) -> pd.DataFrame:
+    """The catalogue for reading: one line per (target, path, verdict, what), the principals
+    it holds for, one reproduction (of the first principal listed) and the mechanism."""
+    if cat.empty:
+        return pd.DataFrame(columns=["target", "path", "verdict", "what", "count", "principals",
+                                     "reproduction", "mechanism"])
+    rows = []
+    for (target, path, verdict, what), part in cat.groupby(
+            ["target", "path", "verdict", "what"], sort=False):
+        first = part.iloc[0]
+        rows.append({"target": target, "path": path, "verdict": verdict, "what": what,
+                     "count": int(part["count"].sum()),
+                     "principals": ", ".join(dict.fromkeys(part.principal)),
+                     "reproduction": first.reproduction,
+                     "mechanism": first.mechanism})
+    return pd.DataFrame(rows)
 
 
 def summary(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -338,7 +356,8 @@ def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
     drift = frames["matrix_agent_drift"][["target", "who", "trust_before", "trust_after",
                                           "home_before", "home_after"]]
     written = []
-    for name, frame in (("matrix_summary", summ), ("matrix_gaps", cat),
+    detail = cat.drop(columns=["reproduction", "mechanism"])
+    for name, frame in (("matrix_summary", summ), ("matrix_gaps", detail),
                         ("matrix_cross_tenant", cross), ("matrix_paper_rates", papers),
                         ("matrix_not_applicable", na), ("matrix_agent_drift", drift)):
         path = tables_dir / f"{name}.csv"
@@ -361,7 +380,10 @@ def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
         "## Endpoints a target lacks (n/a)\n\n" + _md(na, "none: every path answered"),
         "## Principals the probes changed (drift)\n\n" + _md(
             drift, "none: every agent kept its trust and home fleet"),
-        "## Gap catalogue\n\n" + _md(cat, "no gaps and no misses"),
+        "## Gap catalogue\n\nOne line per target, path and finding; the principals it holds "
+        "for; a reproduction with the first of them (plan names: the run's nonce prefixes "
+        "every fleet and agent id on the wire). Per principal, with counts and visibilities: "
+        "`tables/matrix_gaps.csv`.\n\n" + _md(grouped(cat), "no gaps and no misses"),
     ]) + "\n"
     md_path.write_text(text)
     written.insert(0, md_path)
