@@ -95,10 +95,13 @@ class RunningServer:
     """A reference server some other process started and shares (fast mode of `fleetprobe
     reproduce`): enough to create a fresh tenant on it; never stopped from here."""
 
-    def __init__(self, base_url: str, admin_key: str, profile: str) -> None:
+    def __init__(self, base_url: str, admin_key: str, profile: str, auth: str = "gateway",
+                 gate_key: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.admin_key = admin_key
         self.profile = profile
+        self.auth = auth
+        self.gate_key = gate_key
         self.shared = True
 
     def create_tenant(self, tenant_id: str | None = None) -> tuple[str, str]:

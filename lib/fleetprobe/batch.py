@@ -79,8 +79,13 @@ class PlannedRun:
         return key
 
     def settings(self, common: Sequence[str] = (), fast: bool = False) -> list[str]:
-        return [*common, *(self.fast_overrides if fast else ()), *self.overrides,
-                f"target.profile={self.profile}"]
+        """The run's overrides; the profile names a bundled server's behaviour, so a run
+        whose target is live gets none (a live target is named by `target.label`)."""
+        settings = [*common, *(self.fast_overrides if fast else ()), *self.overrides]
+        target = load_params(self.params_file, settings).get("target") or {}
+        if isinstance(target, dict) and target.get("kind") == "live":
+            return settings
+        return [*settings, f"target.profile={self.profile}"]
 
     def command(self, common: Sequence[str], fast: bool = False) -> list[str]:
         return [sys.executable, "-m", "fleetprobe", "run", self.experiment,

@@ -115,7 +115,7 @@ def shared_servers(runs: Sequence[PlannedRun], fast: bool) -> Iterator[dict[str,
     if not fast:
         yield {}
         return
-    from fleetprobe.targets import TargetParams
+    from fleetprobe.targets import TargetParams, server_launch
     from reference_server.process import ReferenceServer
 
     keys = sorted({run.target_key(fast=True) for run in runs})
@@ -125,14 +125,9 @@ def shared_servers(runs: Sequence[PlannedRun], fast: bool) -> Iterator[dict[str,
             target = TargetParams.model_validate_json(key)
             if target.kind != "reference":
                 continue
-            extra: list[str] = []
-            if target.write_rate:
-                extra += ["--write-rate", target.write_rate]
-            if target.search_rate:
-                extra += ["--search-rate", target.search_rate]
-            servers[key] = ReferenceServer(profile=target.profile, extra_args=extra).start()
-        table = {key: {"base_url": s.base_url, "admin_key": s.admin_key}
-                 for key, s in servers.items()}
+            servers[key] = ReferenceServer(**server_launch(target)).start()
+        table = {key: {"base_url": s.base_url, "admin_key": s.admin_key, "auth": s.auth,
+                       "gate_key": s.gate_key} for key, s in servers.items()}
         yield {ENV_SHARED: json.dumps(table)} if table else {}
     finally:
         for server in servers.values():

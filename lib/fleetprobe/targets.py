@@ -80,9 +80,11 @@ class TargetParams(BaseModel):
         if self.kind == "live" and self.embedder is not None:
             raise ValueError("embedder selects the bundled server's embedder; a live "
                              "endpoint embeds as it is configured")
-        if self.kind == "live" and self.profile is not None:
-            raise ValueError("profile selects the bundled server's behaviour; a live "
-                             "target's name in the report is target.label")
+        if self.kind == "live":
+            # a profile selects the bundled server's behaviour: a params file written for it
+            # can be pointed at a live endpoint (`--set target.kind=live`) without it reaching
+            # the manifest; a live target's name in the report is target.label
+            self.profile = None
         if self.kind == "reference" and self.profile is None:
             self.profile = DEFAULT_PROFILE
         if self.kind == "reference":
@@ -181,6 +183,22 @@ def open_target(params: TargetParams) -> Iterator[Target]:
         yield live_target(params)
 
 
+def server_launch(params: TargetParams) -> dict[str, Any]:
+    """How a bundled server must be started to serve `params` (ReferenceServer's arguments):
+    its profile, its options and the credential shape it demands."""
+    extra: list[str] = []
+    if params.write_rate:
+        extra += ["--write-rate", params.write_rate]
+    if params.search_rate:
+        extra += ["--search-rate", params.search_rate]
+    if params.bulk_rate:
+        extra += ["--bulk-rate", params.bulk_rate]
+    if params.embedder:
+        extra += ["--embedder", params.embedder]
+    return {"profile": params.profile, "extra_args": tuple(extra),
+            "auth": "gateway" if params.auth == "key" else params.auth}
+
+
 @contextmanager
 def reference_target(params: TargetParams) -> Iterator[Target]:
     shared = json.loads(os.environ.get(ENV_SHARED_SERVERS) or "{}").get(
@@ -197,26 +215,17 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
             "`pip install -e .` or use a live target"
         ) from exc
     if shared:
-        running = RunningServer(shared["base_url"], shared["admin_key"], params.profile)
+        running = RunningServer(shared["base_url"], shared["admin_key"], params.profile,
+                                auth=shared.get("auth", "gateway"),
+                                gate_key=shared.get("gate_key"))
         try:
             target = target_for_server(running, params.profile, label=params.label)
         except (ReferenceServerError, OSError) as exc:
             raise TargetError(f"the shared server at {running.base_url}: {exc}") from exc
         yield target
         return
-    extra: list[str] = []
-    if params.write_rate:
-        extra += ["--write-rate", params.write_rate]
-    if params.search_rate:
-        extra += ["--search-rate", params.search_rate]
-    if params.bulk_rate:
-        extra += ["--bulk-rate", params.bulk_rate]
-    if params.embedder:
-        extra += ["--embedder", params.embedder]
-    server_auth = "gateway" if params.auth == "key" else params.auth
     try:
-        server = ReferenceServer(profile=params.profile, extra_args=tuple(extra),
-                                 auth=server_auth).start()
+        server = ReferenceServer(**server_launch(params)).start()
     except ReferenceServerError as exc:
         raise TargetError(str(exc)) from exc
     with server:
