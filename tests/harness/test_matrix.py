@@ -19,6 +19,10 @@ from fleetprobe.targets import target_for_server
 
 from .traces import KEY_LIKE, REPO, events, manifest
 
+# The smoke runs under five profiles are one module fixture: a few minutes on 2 idle cores,
+# more under load, so the per-test timeout (300 s) would cut the fixture off.
+pytestmark = pytest.mark.timeout(1800)
+
 SMOKE = REPO / "params/smoke/matrix.yaml"
 LIFTED = ("--write-rate", "1000000/minute", "--search-rate", "1000000/minute",
           "--bulk-rate", "1000000/minute")
