@@ -177,3 +177,21 @@ backends: $(BACKENDS_STAMP)
 
 backends-smoke: $(BACKENDS_STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/backends -s
+
+# --- #9: governance matrix ------------------------------------------------------------------
+# Beyond the paper: its notebook on $(PARAMS)/matrix.yaml for one
+# profile (PROFILE=hardened make run-matrix); the plan for every profile is params/extended.yaml.
+.PHONY: run-matrix bench-matrix
+run-matrix: $(STAMP)
+	@mkdir -p reports
+	$(NOTEBOOK) notebooks/matrix.ipynb reports/matrix.ipynb -p params_file $(PARAMS)/matrix.yaml \
+		-p overrides '["target.profile=$(PROFILE)"]'
+
+bench-matrix: $(STAMP)
+	$(PY) benchmarks/bench_matrix.py
+
+# Runs beyond the paper's (matrix, faults): one reproduction of params/extended.yaml into
+# data/reproductions/; `make promote R=...` makes it the committed evidence of that plan.
+.PHONY: extended
+extended: $(STAMP)
+	$(PY) -m fleetprobe reproduce params/extended.yaml $(if $(JOBS),--jobs $(JOBS))

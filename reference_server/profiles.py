@@ -72,6 +72,37 @@ class LatencyModel:
 
 
 @dataclass(frozen=True)
+class Hardening:
+    """Gaps the governance matrix finds in `proposed`, each closed by one switch. Every switch
+    defaults to MemClaw's behaviour (as its wire contract documents it); `hardened` turns all
+    of them on. The scope rules themselves stay in `scope.py`; these choose where they apply."""
+
+    # search: an agent key governs by its own identity (filter_agent_id only filters), every
+    # candidate row must pass the by-id predicate, and a search never registers or re-homes
+    # an agent as a side effect
+    search_identity_key_first: bool = False
+    search_row_access: bool = False
+    search_registers_agents: bool = True
+    # list: the by-id predicate (trust ladder, fleets) on every row; include_deleted only for
+    # a caller without agent identity
+    list_row_access: bool = False
+    list_deleted_tenant_only: bool = False
+    # entities: GET applies the fleet read rule to the entity itself; upsert the write rules
+    entity_scope: bool = False
+    # GET /agents/{id} with an agent key: only agents the caller could read a team row of
+    agent_read_scope: bool = False
+    # PATCH status: the same rules as PATCH (trust, ownership), not only the row check
+    status_patch_update_rules: bool = False
+    # bulk attempt ids and Idempotency-Keys are scoped to the writing agent
+    bulk_attempts_per_agent: bool = False
+    idempotency_per_agent: bool = False
+    # the near-duplicate gate compares only against rows the writer may read
+    dedup_readable_only: bool = False
+    # redistribute moves only rows the requester may change
+    redistribute_row_scope: bool = False
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -110,6 +141,7 @@ class Profile:
     # A trust-0 agent (read-only rung) may not change a row's status either (the kit's rule,
     # issue 12); MemClaw's engine checks only the row's scope there (`memclaw-2.29`: False).
     status_change_needs_write_trust: bool = True
+    hardening: Hardening = Hardening()
 
     def with_overrides(self, **changes: object) -> Profile:
         """A copy with CLI overrides applied (None values are ignored)."""
@@ -164,6 +196,17 @@ NAIVE = replace(
     redistribute_trust_cross_fleet=0,
 )
 
+HARDENED = replace(
+    PROPOSED,
+    name="hardened",
+    description="proposed plus every gap the governance matrix finds closed: search and list "
+    "apply the by-id predicate with the key's own identity, no side effects on search, entity "
+    "and agent reads scoped, PATCH status under the PATCH rules, attempt ids, idempotency keys "
+    "and near-duplicate answers scoped to what the writer may see, redistribute only rows the "
+    "requester may change.",
+    hardening=Hardening(**{f: not v for f, v in Hardening().__dict__.items()}),
+)
+
 MEMCLAW_2_29 = replace(
     MEMCLAW_2026_05_31,
     name="memclaw-2.29",
@@ -179,7 +222,8 @@ MEMCLAW_2_29 = replace(
 )
 
 PROFILES: dict[str, Profile] = {
-    p.name: p for p in (MEMCLAW_2026_05_30, MEMCLAW_2026_05_31, PROPOSED, NAIVE, MEMCLAW_2_29)
+    p.name: p for p in (MEMCLAW_2026_05_30, MEMCLAW_2026_05_31, PROPOSED, NAIVE, MEMCLAW_2_29,
+                        HARDENED)
 }
 DEFAULT_PROFILE = MEMCLAW_2026_05_30.name
 

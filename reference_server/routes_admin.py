@@ -108,7 +108,8 @@ async def get_agent(agent_id: str, caller: CallerDep, state: StateDep,
     tenant = _tenant_of(caller, tenant_id)
     caller.enforce_readable_tenant(tenant)
     agent = state.storage.get_agent(tenant, agent_id)
-    if agent is None:
+    viewer = scope.Viewer(caller.agent_id, state.agent_of(caller))
+    if agent is None or not scope.agent_read_allowed(state.profile, viewer, agent):
         raise ApiError(404, f"Agent '{agent_id}' not found")
     return _agent_out(agent)
 
@@ -145,6 +146,9 @@ async def delete_agent(agent_id: str, caller: CallerDep, state: StateDep,
 @router.post("/entities/upsert")
 async def upsert_entity(body: EntityUpsert, caller: CallerDep, state: StateDep) -> JSONResponse:
     caller.enforce_tenant(body.tenant_id)
+    denial = scope.entity_write_denial(state.profile, state.agent_of(caller), body.fleet_id)
+    if denial:
+        raise ApiError(403, denial)
     entity = state.storage.find_entity(body.tenant_id, body.entity_type, body.canonical_name,
                                        body.fleet_id)
     if entity is None:
@@ -163,9 +167,9 @@ async def get_entity(entity_id: uuid.UUID, tenant_id: Annotated[Text, Query()],
                      caller: CallerDep, state: StateDep) -> dict:
     caller.enforce_readable_tenant(tenant_id)
     entity = state.storage.get_entity(tenant_id, str(entity_id))
-    if entity is None:
-        raise ApiError(404, "Entity not found")
     viewer = scope.Viewer(caller.agent_id, state.agent_of(caller))
+    if entity is None or not scope.entity_read_allowed(state.profile, viewer, entity):
+        raise ApiError(404, "Entity not found")
     linked = [memory_out(r) for r in state.storage.memories_linked_to(tenant_id, entity["id"])
               if scope.byid_read_allowed(state.profile, viewer, r)]
     return _entity_out(entity, linked)

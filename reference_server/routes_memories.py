@@ -120,6 +120,8 @@ async def write_memory(body: MemoryCreate, request: Request, caller: CallerDep,
         raise ApiError(422, reserved_type_message(body.memory_type))
     agent_id = _require_agent_id(caller, body.agent_id)
     key = _idempotency_key(idempotency_header, body.metadata)
+    if key is not None and state.profile.hardening.idempotency_per_agent:
+        key = f"{agent_id}\x1f{key}"  # hardened: one agent's key is not another's oracle
     request_hash = None
     if key is not None:
         request_hash = hashlib.sha256(
@@ -190,6 +192,8 @@ async def _bulk_item(state: ServerState, body: BulkMemoryCreate, agent: AgentRow
     request_id = f"{attempt_id}:{index}"
     result = {"index": index, "client_request_id": request_id, "status": "created",
               "id": None, "duplicate_of": None, "error": None}
+    if state.profile.hardening.bulk_attempts_per_agent:  # stored per writer, shown as sent
+        request_id = f"{agent.agent_id}\x1f{request_id}"
     existing = state.storage.find_client_request(body.tenant_id, request_id)
     if existing:
         return result | {"status": "duplicate_attempt", "id": existing}
@@ -395,6 +399,8 @@ async def list_memories(
         raise ApiError(400, "tenant_id is required")
     caller.enforce_readable_tenant(tenant)
     viewer = _viewer(state, caller, agent_id)
+    if state.profile.hardening.list_deleted_tenant_only and caller.agent_id is not None:
+        include_deleted = False  # hardened: soft-deleted rows are an administrative view
     if viewer.agent_id and fleet_id and not scope.fleet_read_allowed(
             state.profile, viewer.agent, fleet_id):
         home = viewer.agent.fleet_id if viewer.agent else None

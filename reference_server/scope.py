@@ -67,7 +67,12 @@ def byid_read_allowed(profile: Profile, viewer: Viewer, row: dict) -> bool:
 def list_row_visible(profile: Profile, viewer: Viewer, row: dict) -> bool:
     """List: own `scope_agent` rows plus every team/org row; identity-less: no private rows.
     The list `fleet_id` filter is strict and applied by the store."""
-    if not profile.governed or row["visibility"] != "scope_agent":
+    if not profile.governed:
+        return True
+    if (profile.hardening.list_row_access and viewer.agent_id is not None
+            and not row_access_allowed(profile, viewer, row)):
+        return False
+    if row["visibility"] != "scope_agent":
         return True
     return viewer.agent_id is not None and row["agent_id"] == viewer.agent_id
 
@@ -83,6 +88,9 @@ def search_row_visible(profile: Profile, scope: SearchScope, row: dict) -> bool:
             return False  # rule 4
         if row["visibility"] == "scope_agent" and row["agent_id"] != scope.viewer.agent_id:
             return False  # rule 5 (no identity: every private row is dropped)
+        if profile.hardening.search_row_access and not row_access_allowed(
+                profile, scope.viewer, row):
+            return False  # hardened: the by-id predicate (trust ladder) on every candidate
     if scope.filter_agent_id is not None and row["agent_id"] != scope.filter_agent_id:
         return False  # rule 6
     if scope.status_filter is None:
@@ -148,6 +156,8 @@ def status_change_denial(profile: Profile, viewer: Viewer, row: dict) -> str | N
     rows. Identity-less tenant credentials stay unrestricted, as for updates."""
     if not profile.governed or viewer.agent_id is None:
         return None
+    if profile.hardening.status_patch_update_rules:  # hardened: a status change is an update
+        return update_denial(profile, viewer, row)
     if (profile.status_change_needs_write_trust and viewer.agent is not None
             and viewer.agent.trust_level < 1):
         return f"access policy: agent '{viewer.agent_id}' is restricted from updates."
@@ -182,6 +192,9 @@ def redistribute_gate(profile: Profile, requester: AgentRow, target: AgentRow,
     if not profile.governed:
         return profile.redistribute_trust_cross_fleet, list(rows)
     if requester.trust_level >= profile.redistribute_trust_cross_fleet:
+        if profile.hardening.redistribute_row_scope:  # only rows the requester may change
+            viewer = Viewer(requester.agent_id, requester)
+            rows = [r for r in rows if update_denial(profile, viewer, r) is None]
         return profile.redistribute_trust_cross_fleet, list(rows)
     fleet = requester.fleet_id
     sibling = (fleet is not None and target.fleet_id == fleet
@@ -190,4 +203,37 @@ def redistribute_gate(profile: Profile, requester: AgentRow, target: AgentRow,
         return profile.redistribute_trust_cross_fleet, list(rows)
     viewer = Viewer(requester.agent_id, requester)
     return profile.redistribute_trust_sibling, [
-        r for r in rows if row_access_allowed(profile, viewer, r)]
+        r for r in rows if row_access_allowed(profile, viewer, r)
+        and not (profile.hardening.redistribute_row_scope and update_denial(profile, viewer, r))]
+
+
+def _team_row_of(fleet_id: str | None, agent_id: str | None = None) -> dict:
+    return {"visibility": "scope_team", "fleet_id": fleet_id, "agent_id": agent_id}
+
+
+def entity_read_allowed(profile: Profile, viewer: Viewer, entity: dict) -> bool:
+    """Hardened: an entity is read like a team row of its fleet (the trust ladder applies)."""
+    if not profile.hardening.entity_scope:
+        return True
+    return row_access_allowed(profile, viewer, _team_row_of(entity["fleet_id"]))
+
+
+def entity_write_denial(profile: Profile, agent: AgentRow | None,
+                        fleet_id: str | None) -> str | None:
+    """Hardened: an entity upsert by an agent follows the write gates of a memory write."""
+    if not profile.hardening.entity_scope or agent is None:
+        return None
+    if not write_approved(profile, agent):
+        return (f"Agent '{agent.agent_id}' is not approved. Contact tenant admin to set "
+                "trust_level >= 1.")
+    if not fleet_write_allowed(profile, agent, fleet_id):
+        return (f"fleet-scope policy: fleet '{fleet_id}' is not writable by principals of "
+                f"fleet '{agent.fleet_id or 'none'}'.")
+    return None
+
+
+def agent_read_allowed(profile: Profile, viewer: Viewer, target: AgentRow) -> bool:
+    """Hardened: an agent record is read like a team row of the agent's home fleet."""
+    if not profile.hardening.agent_read_scope:
+        return True
+    return row_access_allowed(profile, viewer, _team_row_of(target.fleet_id, target.agent_id))

@@ -70,6 +70,8 @@ def resolve_search_identity(ctx: SearchContext) -> None:
     ctx.identity = ctx.request.filter_agent_id
     if ctx.identity is None and ctx.profile.search_identity_from_key:
         ctx.identity = ctx.caller.agent_id
+    if ctx.profile.hardening.search_identity_key_first and ctx.caller.agent_id is not None:
+        ctx.identity = ctx.caller.agent_id  # filter_agent_id still filters (rule 6)
 
 
 def apply_agent_fleet_rules(ctx: SearchContext) -> None:
@@ -81,7 +83,9 @@ def apply_agent_fleet_rules(ctx: SearchContext) -> None:
     single = ctx.fleet_ids[0] if len(ctx.fleet_ids) == 1 else None
     known = ctx.storage.get_agent(tenant, ctx.identity)
     agent = known
-    if agent is None or (agent.fleet_id is None and single is not None):
+    if not ctx.profile.hardening.search_registers_agents:
+        agent = known or AgentRow(tenant, ctx.identity, None, 1)  # read only: nothing stored
+    elif agent is None or (agent.fleet_id is None and single is not None):
         agent = AgentRow(tenant, ctx.identity, single,
                          agent.trust_level if agent else 1,
                          agent.display_name if agent else None,

@@ -27,6 +27,7 @@ from .errors import ApiError
 from .latency import LatencySimulator
 from .profiles import Profile
 from .schemas import MemoryFields
+from .scope import Viewer, row_access_allowed
 from .serialize import memory_out
 from .storage import LIVE_STATUSES, AgentRow, IdempotencyRecord, Storage, now_iso
 from .storage import monotonic_due as due_in
@@ -137,6 +138,9 @@ def check_near_duplicate(ctx: WriteContext) -> None:
 
 
 def _same_dedup_scope(ctx: WriteContext, row: dict) -> bool:
+    if ctx.profile.hardening.dedup_readable_only and not row_access_allowed(
+            ctx.profile, Viewer(ctx.agent.agent_id, ctx.agent), row):
+        return False  # hardened: a row the writer may not read is no duplicate to report
     return (row["fleet_id"] == ctx.fleet_id and row["visibility"] == ctx.visibility
             and row["status"] in LIVE_STATUSES and row["deleted_at"] is None)
 

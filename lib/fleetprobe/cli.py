@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fleetprobe", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run one experiment and print its run directory")
-    run.add_argument("experiment", help="provenance, leakage, contradiction, propagation")
+    run.add_argument("experiment", help="provenance, leakage, contradiction, propagation, matrix")
     run.add_argument("--params", required=True, help="params YAML (params/<target>/<exp>.yaml)")
     run.add_argument("--set", dest="overrides", action="append", default=[],
                      metavar="KEY=VALUE", help="override a param, e.g. --set seed=7 "

@@ -72,6 +72,7 @@ class TargetParams(BaseModel):
     # reference only: passed to `python -m reference_server` (e.g. "10/second")
     write_rate: str | None = None
     search_rate: str | None = None
+    bulk_rate: str | None = None
     # reference only: the server's embedder (`hashing` default; `minilm` needs the embed extra)
     embedder: Literal["hashing", "minilm"] | None = None
     # the credential shape (module docstring); for `reference` the bundled server is started
@@ -206,6 +207,8 @@ def server_launch(params: TargetParams) -> dict[str, Any]:
         extra += ["--write-rate", params.write_rate]
     if params.search_rate:
         extra += ["--search-rate", params.search_rate]
+    if params.bulk_rate:
+        extra += ["--bulk-rate", params.bulk_rate]
     if params.embedder:
         extra += ["--embedder", params.embedder]
     return {"profile": params.profile, "extra_args": tuple(extra),

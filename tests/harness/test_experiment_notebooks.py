@@ -19,6 +19,7 @@ MUST_SHOW = {
     "propagation": ("propagation_sibling_visibility", "reader_relation"),
     "faults": ("faults_checks", "failures_accounted"),
     "separation": ("separation_contamination", "no record in authorized partitions"),
+    "matrix": ("cross_tenant_successes", "rate_limits_lifted"),
 }
 
 

@@ -23,6 +23,7 @@ METRICS_SQL = Path(__file__).with_name("metrics.sql")
 BOOLEAN_FIELDS = (
     "returned", "leak", "miss", "provisioned", "admitted", "both_admitted", "detected", "stale",
     "complete", "accurate", "depth_faithful", "visible", "flipped",
+    "deleted", "cross_tenant",  # matrix
     "acknowledged", "found", "ok",  # faults
 )
 INTEGER_FIELDS = (

@@ -705,3 +705,111 @@ FROM outcomes GROUP BY ALL;
 CREATE VIEW backend_not_applicable AS
 SELECT run_id, experiment, phase, count(*) AS n, any_value(not_applicable) AS reason
 FROM events WHERE not_applicable IS NOT NULL GROUP BY ALL;
+-- Governance matrix (beyond the paper: its section 10's adversarial matrix). Verdicts are
+-- the checker's judgement of each probe against lib/fleetprobe/policy.py; paper_* paths are
+-- the paper's own probe design (7.1) at scale, judged by the paper's expectation.
+-- ---------------------------------------------------------------------------------------
+
+CREATE VIEW matrix_verdicts AS
+SELECT v.*, r.profile AS run_profile, r.target_kind AS run_target_kind
+FROM events v JOIN runs r USING (run_id)
+WHERE v.experiment = 'matrix' AND v.phase = 'verdict';
+
+CREATE VIEW matrix_probes AS
+SELECT * FROM events WHERE experiment = 'matrix' AND phase = 'probe';
+
+-- the run each (profile, target kind) is reported by: complete first, then the largest
+CREATE VIEW matrix_canonical AS
+SELECT run_id, profile, target_kind, started_at FROM (
+    SELECT run_id, profile, target_kind, started_at,
+           row_number() OVER (PARTITION BY profile, target_kind
+                              ORDER BY complete DESC, n_events DESC, started_at DESC) AS rank
+    FROM runs WHERE experiment = 'matrix')
+WHERE rank = 1;
+
+-- heatmap cell: principal x path; n counts judged probes (n/a and errors apart)
+CREATE VIEW matrix_cells AS
+SELECT run_id, run_profile AS profile, run_target_kind AS target_kind, principal, path,
+       count(*) FILTER (WHERE verdict NOT IN ('n/a', 'error')) AS n,
+       count(*) FILTER (WHERE verdict = 'gap')                 AS gaps,
+       count(*) FILTER (WHERE verdict = 'miss')                AS misses,
+       count(*) FILTER (WHERE verdict = 'refused')             AS refused,
+       count(*) FILTER (WHERE verdict = 'n/a')                 AS na,
+       count(*) FILTER (WHERE expected = 'deny' AND verdict NOT IN ('n/a', 'error')) AS denied
+FROM matrix_verdicts
+WHERE path NOT LIKE 'paper_%'
+GROUP BY ALL;
+
+-- gap catalogue: one line per (path, principal, verdict, what) with its first probe as the
+-- example the reproduction is written from
+CREATE VIEW matrix_gap_catalogue AS
+WITH found AS (
+    SELECT run_id, run_profile AS profile, path, principal, verdict, what,
+           count(*) AS count, arg_min(probe_id, seq) AS example_probe,
+           string_agg(DISTINCT visibility, ',' ORDER BY visibility) AS visibilities
+    FROM matrix_verdicts
+    WHERE verdict IN ('gap', 'miss') AND path NOT LIKE 'paper_%'
+    GROUP BY ALL
+)
+SELECT f.*, p.op, p.status AS example_status, p.error AS example_error, p.who, p.row_key,
+       p.variant, p.target AS target_agent, p.fleets, p.got
+FROM found f
+LEFT JOIN matrix_probes p ON p.run_id = f.run_id AND p.probe_id = f.example_probe;
+
+-- paths the target has no endpoint for, in its own words
+CREATE VIEW matrix_not_applicable AS
+SELECT run_id, run_profile AS profile, path, any_value(what) AS reason, count(*) AS probes
+FROM matrix_verdicts WHERE verdict = 'n/a' GROUP BY ALL;
+
+-- cross-tenant probes and how many of them succeeded (returned, revealed or changed)
+CREATE VIEW matrix_cross_tenant AS
+SELECT run_id, run_profile AS profile, path,
+       count(*) FILTER (WHERE verdict NOT IN ('n/a', 'error')) AS probes,
+       count(*) FILTER (WHERE verdict = 'gap')                 AS successes
+FROM matrix_verdicts WHERE cross_tenant GROUP BY ALL;
+
+-- the paper's two rates (and their miss companions) at N = 2 F^2 K
+CREATE VIEW matrix_paper_rates AS
+SELECT run_id, run_profile AS profile,
+       CASE path WHEN 'paper_get' THEN 'get' ELSE 'search' END AS axis,
+       CASE path WHEN 'paper_get' THEN 'tenant-key GET exposure (expected deny)'
+            ELSE 'search leak rate (expected deny)' END AS metric,
+       count(*) FILTER (WHERE verdict = 'gap')                          AS numerator,
+       count(*) FILTER (WHERE expected = 'deny' AND verdict <> 'error') AS denominator
+FROM matrix_verdicts WHERE path LIKE 'paper_%' GROUP BY ALL
+UNION ALL
+SELECT run_id, run_profile,
+       CASE path WHEN 'paper_get' THEN 'get' ELSE 'search' END,
+       CASE path WHEN 'paper_get' THEN 'tenant-key GET miss (expected allow)'
+            ELSE 'search miss rate (expected allow)' END,
+       count(*) FILTER (WHERE verdict = 'miss'),
+       count(*) FILTER (WHERE expected = 'allow' AND verdict <> 'error')
+FROM matrix_verdicts WHERE path LIKE 'paper_%' GROUP BY ALL;
+
+-- principals whose trust or home fleet changed while the probes ran (a side effect)
+CREATE VIEW matrix_agent_drift AS
+SELECT b.run_id, b.who, b.trust AS trust_before, a.trust AS trust_after,
+       b.home AS home_before, a.home AS home_after
+FROM events b
+JOIN events a ON a.run_id = b.run_id AND a.who = b.who AND a.phase = 'census_agent'
+             AND a.step = 'after'
+WHERE b.experiment = 'matrix' AND b.phase = 'census_agent' AND b.step = 'before'
+  AND b.credential = 'agent'
+  AND (a.trust IS DISTINCT FROM b.trust OR a.home IS DISTINCT FROM b.home);
+
+-- one line per run
+CREATE VIEW matrix_summary AS
+SELECT r.run_id, r.profile, r.target_kind, r.complete,
+       count(*) FILTER (WHERE v.path NOT LIKE 'paper_%')                         AS probes,
+       count(*) FILTER (WHERE v.probe_id LIKE 'r%')                              AS random_probes,
+       count(*) FILTER (WHERE v.verdict = 'gap' AND v.path NOT LIKE 'paper_%')   AS gaps,
+       count(*) FILTER (WHERE v.verdict = 'miss' AND v.path NOT LIKE 'paper_%')  AS misses,
+       count(*) FILTER (WHERE v.verdict = 'refused')                             AS refused,
+       count(*) FILTER (WHERE v.verdict = 'n/a')                                 AS not_applicable,
+       count(*) FILTER (WHERE v.verdict = 'error')                               AS errors,
+       count(*) FILTER (WHERE v.cross_tenant AND v.verdict NOT IN ('n/a', 'error'))
+                                                                                 AS cross_tenant_probes,
+       count(*) FILTER (WHERE v.cross_tenant AND v.verdict = 'gap')              AS cross_tenant_successes,
+       (SELECT count(*) FROM matrix_agent_drift d WHERE d.run_id = r.run_id)    AS agents_drifted
+FROM runs r JOIN matrix_verdicts v USING (run_id)
+GROUP BY ALL;

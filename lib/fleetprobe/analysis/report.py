@@ -20,6 +20,7 @@ from fleetprobe.analysis import (
     faults_report,
     figures,
     html_report,
+    matrix_report,
     separation_report,
     tables,
     verdict,
@@ -45,6 +46,7 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
         reproduction = verdict.write_reproduction(results, out_dir / "REPRODUCTION.md", verdicts)
         faults_report.append_to_reproduction(results, reproduction)
         separation = separation_report.build(results, out_dir)  # not a paper claim: own section
+        matrix = matrix_report.write(results.con, out_dir)  # reports/MATRIX.md (beyond the paper)
         notes = [f"{run}: {n} line(s) of events.jsonl are not JSON and were skipped "
                  "(an interrupted write?)" for run, n in results.con.execute(
                      "SELECT run_dir, lines FROM unreadable_lines ORDER BY run_dir").fetchall()]
@@ -53,6 +55,7 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
         notes += [separation.note] if separation.note else []
         backends = backends_report.write_backends_report(results, out_dir, traces_root)
         notes += backends["notes"]
+        notes += [n for n in matrix.notes if n != matrix_report.NO_RUNS]  # MATRIX.md says so
         if results.runs.empty:
             notes.insert(0, f"No runs found under {traces_root}: run an experiment first "
                             "(make reproduce) or point --traces at a directory of runs.")
@@ -63,6 +66,7 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
             "table_paths": table_paths,
             "figures": figure_outputs,
             "reproduction": reproduction,
+            "matrix": matrix,
             "verdicts": verdicts,
             "canonical": results.canonical,
             "separation": separation,

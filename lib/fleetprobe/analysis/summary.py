@@ -16,6 +16,7 @@ import duckdb
 import pandas as pd
 
 from fleetprobe.analysis import db
+from fleetprobe.analysis.matrix_report import rate_rows
 from fleetprobe.analysis.stats import rate
 
 SUMMARY_COLUMNS = ["metric", "numerator", "denominator", "value", "ci_low", "ci_high"]
@@ -56,6 +57,9 @@ def summary_rows(con: duckdb.DuckDBPyConnection) -> list[dict]:
                                     "separation_rate_metrics ORDER BY run_id, metric").fetchall():
         r = rate(int(k), int(n))
         rows.append(_row(metric, k, n, r.value, r.low, r.high))
+    for metric, k, n in rate_rows(con):  # the governance matrix (beyond the paper)
+        x = rate(k, n)
+        rows.append(_row(metric, k, n, x.value, x.low, x.high))
     return rows
 
 

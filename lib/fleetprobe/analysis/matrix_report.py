@@ -1,0 +1,409 @@
+"""The governance-matrix section of the report, from the traces alone (metrics.sql `matrix_*`).
+
+Per target (a profile of the bundled server, or a live endpoint), from its canonical matrix
+run: a heatmap (principal x path, colour = gap rate, one panel per target), the gap
+catalogue (path, principal, what leaks or changes, count, a minimal HTTP reproduction and the
+mechanism in one sentence), the cross-tenant tally, the paper's two rates at N = 2 F^2 K, and
+one summary line per target. Written to reports/MATRIX.md, reports/tables/matrix_*.{csv,md}
+and reports/figures/matrix_heatmap.{png,pdf}; without matrix runs the section says so.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.gridspec import GridSpec  # noqa: E402
+
+from fleetprobe.analysis.stats import rate  # noqa: E402
+from fleetprobe.policy import PATHS  # noqa: E402
+
+NO_RUNS = ("No matrix runs yet: run `python -m fleetprobe batch params/extended.yaml` (every "
+           "profile at full scale) or `PROFILE=hardened make run-matrix` (one profile), then "
+           "`make report`.")
+PRINCIPALS = ("tenant key",
+              *(f"t{t} {rel}" for t in range(4)
+                for rel in ("own", "same_fleet", "other_fleet", "null_fleet", "homeless")),
+              "other tenant")
+PATH_ORDER = tuple(PATHS)
+PROFILE_ORDER = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "hardened", "naive",
+                 "memclaw-2.29")
+
+# A minimal HTTP reproduction per path; {who}, {row}, {fleets}, {target} come from the
+# example probe (plan names: the run's nonce prefixes every fleet and agent id on the wire).
+REPRODUCTION = {
+    "get": "GET /api/v1/memories/<id of {row}>?tenant_id=<t>",
+    "contradictions": "GET /api/v1/memories/<id of {row}>/contradictions?tenant_id=<t>",
+    "list": "GET /api/v1/memories?tenant_id=<t>&agent_id=<owner of {row}>&limit=500",
+    "list_fleet": "GET /api/v1/memories?tenant_id=<t>&agent_id=<owner of {row}>"
+                  "&fleet_id={fleets}",
+    "list_deleted": "GET /api/v1/memories?tenant_id=<t>&agent_id=<owner of {row}>"
+                    "&include_deleted=true",
+    "search": 'POST /api/v1/search {{"tenant_id":"<t>","query":"<content of {row}>"}}',
+    "search_fleet": 'POST /api/v1/search {{"query":"<content of {row}>",'
+                    '"fleet_ids":["{fleets}"]}}',
+    "search_fleets": 'POST /api/v1/search {{"query":"<content of {row}>",'
+                     '"fleet_ids":["{fleets}"]}}',
+    "search_singular": 'POST /api/v1/search {{"query":"<content of {row}>",'
+                       '"fleet_id":"{fleets}"}}',
+    "search_agent": 'POST /api/v1/search {{"query":"<content of {row}>",'
+                    '"filter_agent_id":"<owner of {row}>"}}',
+    "recall": 'POST /api/v1/recall {{"tenant_id":"<t>","query":"<content of {row}>"}}',
+    "entity": "GET /api/v1/entities/<entity linked to {row}>?tenant_id=<t>",
+    "agent_read": "GET /api/v1/agents/<owner of {row}>?tenant_id=<t>",
+    "whoami": "GET /api/v1/whoami with X-Agent-ID: <owner of {row}>",
+    "dup_exact": 'POST /api/v1/memories {{"content":"<content of {row}>"}}',
+    "dup_near": 'POST /api/v1/memories {{"content":"<content of {row}> again",'
+                '"write_mode":"strong"}}',
+    "bulk_attempt": "POST /api/v1/memories/bulk with X-Bulk-Attempt-Id: <the attempt id "
+                    "that wrote {row}>",
+    "idempotency": "POST /api/v1/memories with Idempotency-Key: <the key that wrote {row}>, "
+                   "another body",
+    "patch": 'PATCH /api/v1/memories/<id of {row}>?tenant_id=<t> {{"weight":0.42}}',
+    "patch_status": 'PATCH /api/v1/memories/<id of {row}>/status?tenant_id=<t> '
+                    '{{"status":"archived"}}',
+    "delete": "DELETE /api/v1/memories/<id of {row}>?tenant_id=<t>",
+    "redistribute": "POST /api/v1/memories/redistribute?tenant_id=<t>&agent_id=<{who}> "
+                    '{{"memory_ids":["<id of {row}>"],"target_agent_id":"<{target}>"}}',
+    "redistribute_x": "POST /api/v1/memories/redistribute?tenant_id=<t>&agent_id=<{who}> "
+                      '{{"memory_ids":["<id of {row}>"],"target_agent_id":"<{target}>"}}',
+    "after_redistribute": 'PATCH /api/v1/memories/<id of {row}> {{"weight":0.42}} after '
+                          "redistributing it to <{target}>",
+    "write": 'POST /api/v1/memories {{"fleet_id":"{fleets}","content":"..."}}',
+    "bulk_write": 'POST /api/v1/memories/bulk {{"fleet_id":"{fleets}","items":[...]}}',
+    "entity_upsert": 'POST /api/v1/entities/upsert {{"fleet_id":"{fleets}",'
+                     '"entity_type":"service","canonical_name":"<that fleet\'s entity>"}}',
+}
+
+# One sentence per path: why the target does it. "wire contract" = MemClaw's REST contract
+# as read from its open-source repository (section numbers of the kit's spec of it).
+MECHANISM = {
+    "get": "GET by id checks the tenant only, as MemClaw did before fde5ceb (2026-05-30; "
+           "wire contract 4.4, history).",
+    "contradictions": "/contradictions shares GET-by-id's gate and lists the neighbours of a "
+                      "supersession chain unfiltered before 2026-05-30 (wire contract 2.4, 4.4).",
+    "list": "Without fleet_id, list applies no fleet or trust rule: an identity sees every "
+            "scope_team and scope_org row of the tenant (wire contract 2.5).",
+    "list_fleet": "list's fleet_id is strict equality; the trust check applies only to a "
+                  "named fleet (wire contract 2.5).",
+    "list_deleted": "include_deleted=true is honoured for any credential, so soft-deleted "
+                    "rows come back to agents (wire contract 2.5).",
+    "search": "Search identity comes from filter_agent_id only (wire contract 4.2, V-May): an "
+              "agent key without it searches tenant-wide minus private rows, and an agent "
+              "with no home fleet gets an unscoped search (4.3, gaps as coded).",
+    "search_fleet": "With no search identity the one named fleet is never checked against the "
+                    "caller's trust (wire contract 4.3).",
+    "search_fleets": "A multi-element fleet_ids skips enforce_fleet_read (wire contract 4.3, "
+                     "gaps as coded).",
+    "search_singular": "A singular fleet_id is ignored (unknown field), so the search runs "
+                       "unscoped (wire contract 2.3; search-leak hypothesis).",
+    "search_agent": "filter_agent_id is both the author filter and the visibility identity "
+                    "(wire contract 2.3, 4.2): naming another agent searches as that agent.",
+    "recall": "/recall takes the same request as search and uses only filter_agent_id as "
+              "caller identity (wire contract 2.3).",
+    "entity": "GET /entities/{id} returns the entity whatever its fleet, and its linked "
+              "memories are filtered by the by-id predicate only (wire contract 2.10, 4.4).",
+    "agent_read": "GET /agents/{id} returns any agent of the tenant, trust level and home "
+                  "fleet included (wire contract 2.12).",
+    "whoami": "whoami reports an identity the key does not carry.",
+    "dup_exact": "The exact-duplicate answer names a row of another scope.",
+    "dup_near": "The strong-mode near-duplicate gate compares across the agents of a fleet and "
+                "visibility, private rows included, and names the row it matched "
+                "(wire contract 5.1).",
+    "bulk_attempt": "Bulk attempt ids are looked up tenant-wide: reusing another agent's "
+                    "X-Bulk-Attempt-Id answers duplicate_attempt with its row ids "
+                    "(wire contract 2.2).",
+    "idempotency": "Idempotency-Keys are tenant-wide: another agent's key answers 422 "
+                   "'reused with a different request body' or replays its response "
+                   "(wire contract 2.1).",
+    "patch": "PATCH lets the caller change a row the policy does not let it change.",
+    "patch_status": "PATCH status runs only the by-id write check: no trust or ownership rule "
+                    "(wire contract 2.6).",
+    "delete": "DELETE lets the caller remove a row the policy does not let it remove.",
+    "redistribute": "A trust-3 redistribute moves any live row of the tenant, other agents' "
+                    "private rows included (wire contract 2.9); the sibling path (paper 9.3) "
+                    "moves any row the requester can read, not only its own.",
+    "redistribute_x": "A trust-3 redistribute moves any live row of the tenant to any "
+                      "approved agent, other agents' private rows included (wire contract "
+                      "2.9).",
+    "after_redistribute": "After a redistribute the former owner can still change the row.",
+    "write": "The write gate lets the caller write into a fleet outside its write scope.",
+    "bulk_write": "The bulk write gate lets the caller write into a fleet outside its write "
+                  "scope.",
+    "entity_upsert": "Entity upsert has no trust, agent or fleet checks (wire contract 2.10).",
+}
+DRIFT = ("Besides, the run's home-less agents were given a home fleet by a search that named "
+         "one fleet (search side effect, wire contract 2.3), and read and write that fleet "
+         "from then on (see the drift table).")
+FLAT = "The flat store has no sub-tenant scope at all (the comparand the paper lacks)."
+MISS = {
+    "search": "Without a search identity private rows are dropped even for their author "
+              "(wire contract 4.3: no identity, visibility <> scope_agent).",
+}
+
+
+@dataclass
+class MatrixSection:
+    markdown: str
+    paths: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    summary: pd.DataFrame = field(default_factory=pd.DataFrame)
+    catalogue: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def _label(profile: str | None, target_kind: str | None) -> str:
+    """The run's target label (the `runs` view's profile column is the label)."""
+    return profile or f"unknown {target_kind or 'target'}"
+
+
+def _order(labels: list[str]) -> list[str]:
+    rank = {p: i for i, p in enumerate(PROFILE_ORDER)}
+    return sorted(labels, key=lambda s: (rank.get(s, len(rank)), s))
+
+
+def load(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
+    """The matrix views restricted to each target's canonical run."""
+    runs = con.execute("SELECT * FROM matrix_canonical").df()
+    if runs.empty:
+        return {}
+    ids = list(runs.run_id)
+    out = {"runs": runs}
+    for view in ("matrix_summary", "matrix_cells", "matrix_gap_catalogue",
+                 "matrix_cross_tenant", "matrix_paper_rates", "matrix_not_applicable",
+                 "matrix_agent_drift"):
+        frame = con.execute(f"SELECT * FROM {view} WHERE run_id IN "
+                            f"(SELECT unnest(?::VARCHAR[]))", [ids]).df()
+        labels = {r.run_id: _label(r.profile, r.target_kind) for r in runs.itertuples()}
+        frame["target"] = frame["run_id"].map(labels)
+        out[view] = frame
+    return out
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def reproduction(row: pd.Series) -> str:
+    template = REPRODUCTION.get(row["path"], "{path}")
+    fleets = _text(row.get("fleets")).replace(",", '","')
+    text = template.format(who=_text(row.get("who")) or "?",
+                           row=_text(row.get("row_key")) or "?", fleets=fleets or "<fleet>",
+                           target=_text(row.get("target_agent")) or "?", path=row["path"])
+    variant = _text(row.get("variant"))
+    if variant:
+        text += (" with tenant_id=<the row's tenant>" if variant == "named"
+                 else " with tenant_id=<the caller's own tenant>")
+    status = row.get("example_status")
+    answer = f" -> {int(status)}" if pd.notna(status) else ""
+    return f"as {_text(row.get('who'))} (X-API-Key of that principal): {text}{answer}"
+
+
+def mechanism(profile: str, path: str, verdict: str) -> str:
+    if profile == "naive" and verdict == "gap":
+        return FLAT
+    if verdict == "miss":
+        return MISS.get("search" if path.startswith(("search", "recall")) else path,
+                        "The path withholds a row the policy lets the caller read.")
+    return MECHANISM.get(path, "")
+
+
+def catalogue(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    cat = frames["matrix_gap_catalogue"].copy()
+    if cat.empty:
+        return pd.DataFrame(columns=["target", "path", "principal", "verdict", "what", "count",
+                                     "visibilities", "reproduction", "mechanism"])
+    cat["reproduction"] = [reproduction(r) for _, r in cat.iterrows()]
+    drifted = set(frames["matrix_agent_drift"].run_id)
+    cat["mechanism"] = [
+        mechanism(str(r.profile), r.path, r.verdict)
+        + (" " + DRIFT if r.run_id in drifted and "homeless" in r.principal else "")
+        for r in cat.itertuples()]
+    path_rank = {p: i for i, p in enumerate(PATH_ORDER)}
+    who_rank = {p: i for i, p in enumerate(PRINCIPALS)}
+    target_rank = {t: i for i, t in enumerate(_order(list(cat.target.unique())))}
+    cat = cat.sort_values(["target", "path", "principal", "verdict", "what"], key=lambda s: (
+        s.map(target_rank) if s.name == "target" else s.map(path_rank) if s.name == "path"
+        else s.map(who_rank) if s.name == "principal" else s))
+    return cat[["target", "path", "principal", "verdict", "what", "count", "visibilities",
+                "example_probe", "reproduction", "mechanism"]].reset_index(drop=True)
+
+
+def grouped(cat: pd.DataFrame) -> pd.DataFrame:
+    """The catalogue for reading: one line per (target, path, verdict, what), the principals
+    it holds for, one reproduction (of the first principal listed) and the mechanism."""
+    if cat.empty:
+        return pd.DataFrame(columns=["target", "path", "verdict", "what", "count", "principals",
+                                     "reproduction", "mechanism"])
+    rows = []
+    for (target, path, verdict, what), part in cat.groupby(
+            ["target", "path", "verdict", "what"], sort=False):
+        first = part.iloc[0]
+        rows.append({"target": target, "path": path, "verdict": verdict, "what": what,
+                     "count": int(part["count"].sum()),
+                     "principals": ", ".join(dict.fromkeys(part.principal)),
+                     "reproduction": first.reproduction,
+                     "mechanism": first.mechanism})
+    return pd.DataFrame(rows)
+
+
+def summary(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    s = frames["matrix_summary"].copy()
+    rates = frames["matrix_paper_rates"]
+    for metric, column in (("tenant-key GET exposure (expected deny)", "paper_get_exposure"),
+                           ("search leak rate (expected deny)", "paper_search_leak")):
+        values = {}
+        for r in rates[rates.metric == metric].itertuples():
+            x = rate(int(r.numerator), int(r.denominator))
+            values[r.run_id] = (f"{x.k}/{x.n} = {x.value:.3f} [{x.low:.3f}, {x.high:.3f}]"
+                                if x.n else "")
+        s[column] = [values.get(run, "not run") for run in s.run_id]
+    s = s.set_index("target").loc[_order(list(s.target))].reset_index()
+    return s[["target", "run_id", "complete", "probes", "random_probes", "gaps", "misses",
+              "refused", "not_applicable", "errors", "cross_tenant_probes",
+              "cross_tenant_successes", "agents_drifted", "paper_get_exposure",
+              "paper_search_leak"]]
+
+
+def paper_rates(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    rows = []
+    for r in frames["matrix_paper_rates"].itertuples():
+        x = rate(int(r.numerator), int(r.denominator))
+        rows.append({"target": r.target, "metric": r.metric, "k": x.k, "n": x.n,
+                     "rate": round(x.value, 4) if x.n else None,
+                     "ci_low": round(x.low, 4) if x.n else None,
+                     "ci_high": round(x.high, 4) if x.n else None})
+    return pd.DataFrame(rows, columns=["target", "metric", "k", "n", "rate", "ci_low",
+                                       "ci_high"])
+
+
+def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Principal x path, colour = gap rate; one panel per target, the colour bar in a grid
+    column of its own; a cell with misses is marked `m`, a cell never probed is grey."""
+    targets = _order(list(cells.target.unique()))
+    paths = [p for p in PATH_ORDER if p in set(cells.path)]
+    whos = [p for p in PRINCIPALS if p in set(cells.principal)]
+    fig = plt.figure(figsize=(0.32 * len(paths) * len(targets) + 3.5, 0.3 * len(whos) + 2.6))
+    grid = GridSpec(1, len(targets) + 1, figure=fig,
+                    width_ratios=[*([1.0] * len(targets)), 0.04])
+    image = None
+    for i, target in enumerate(targets):
+        ax = fig.add_subplot(grid[0, i])
+        part = cells[cells.target == target]
+        n = part.pivot_table(index="principal", columns="path", values="n", aggfunc="sum")
+        gaps = part.pivot_table(index="principal", columns="path", values="gaps", aggfunc="sum")
+        misses = part.pivot_table(index="principal", columns="path", values="misses",
+                                  aggfunc="sum")
+        n, gaps, misses = (f.reindex(index=whos, columns=paths) for f in (n, gaps, misses))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(n.to_numpy(dtype=float) > 0,
+                             gaps.to_numpy(dtype=float) / n.to_numpy(dtype=float), np.nan)
+        cmap = plt.get_cmap("Reds").with_extremes(bad="#d9d9d9")  # grey: nothing judged
+        image = ax.imshow(np.ma.masked_invalid(share), cmap=cmap, vmin=0, vmax=1,
+                          aspect="auto", interpolation="nearest")
+        for (y, x), m in np.ndenumerate(misses.fillna(0).to_numpy()):
+            if m > 0:
+                ax.text(x, y, "m", ha="center", va="center", fontsize=6, color="tab:blue")
+        ax.set_title(target, fontsize=9)
+        ax.set_xticks(range(len(paths)), paths, rotation=90, fontsize=6)
+        ax.set_yticks(range(len(whos)), whos if i == 0 else [""] * len(whos), fontsize=6)
+        ax.grid(False)
+    cax = fig.add_subplot(grid[0, -1])
+    fig.colorbar(image, cax=cax, label="gap rate (gaps / judged probes)")
+    fig.suptitle("Governance matrix: where each target returns, reveals or changes what the "
+                 "policy denies (m = misses, grey = not probed)", fontsize=10)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths_out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # a layout warning is a bug here
+        fig.tight_layout()
+    for ext in ("png", "pdf"):
+        path = out_dir / f"matrix_heatmap.{ext}"
+        fig.savefig(path, dpi=150)
+        paths_out.append(path)
+    plt.close(fig)
+    return paths_out
+
+
+def _md(frame: pd.DataFrame, empty: str) -> str:
+    return frame.to_markdown(index=False) if not frame.empty else f"_{empty}_"
+
+
+def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
+    """reports/MATRIX.md, the matrix tables and the heatmap (or the 'no runs yet' note)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frames = load(con)
+    md_path = out_dir / "MATRIX.md"
+    if not frames:
+        md_path.write_text(f"# Governance matrix\n\n{NO_RUNS}\n")
+        return MatrixSection(NO_RUNS, [md_path], [NO_RUNS])
+    tables_dir = out_dir / "tables"
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    summ, cat = summary(frames), catalogue(frames)
+    cross = frames["matrix_cross_tenant"].groupby("target", as_index=False)[
+        ["probes", "successes"]].sum()
+    papers = paper_rates(frames)
+    na = frames["matrix_not_applicable"][["target", "path", "probes", "reason"]]
+    drift = frames["matrix_agent_drift"][["target", "who", "trust_before", "trust_after",
+                                          "home_before", "home_after"]]
+    written = []
+    detail = cat.drop(columns=["reproduction", "mechanism"])
+    for name, frame in (("matrix_summary", summ), ("matrix_gaps", detail),
+                        ("matrix_cross_tenant", cross), ("matrix_paper_rates", papers),
+                        ("matrix_not_applicable", na), ("matrix_agent_drift", drift)):
+        path = tables_dir / f"{name}.csv"
+        frame.to_csv(path, index=False)
+        written.append(path)
+    figures = heatmap(frames["matrix_cells"], out_dir / "figures")
+    written += figures
+    text = "\n\n".join([
+        "# Governance matrix",
+        "Every principal (tenant key; agent keys at trust 0-3 by relation to the row; another "
+        "tenant) x every path, judged against the declarative policy in "
+        "`lib/fleetprobe/policy.py` (the paper's Inv-Scope). A gap: the path returned, "
+        "revealed or changed what the policy denies. A miss: a path that must return the row "
+        "withheld it. Refused: a change the policy allows was refused (stricter, not a miss).",
+        "![heatmap](figures/matrix_heatmap.png)",
+        "## Summary per target\n\n" + _md(summ, "no runs"),
+        "## Cross-tenant tally\n\n" + _md(cross, "no cross-tenant probes"),
+        "## The paper's two rates at scale (paper 7.1 design; N = 2 F^2 K)\n\n" + _md(
+            papers, "no paper-scale probes in these runs (set paper_fleets: 10)"),
+        "## Endpoints a target lacks (n/a)\n\n" + _md(na, "none: every path answered"),
+        "## Principals the probes changed (drift)\n\n" + _md(
+            drift, "none: every agent kept its trust and home fleet"),
+        "## Gap catalogue\n\nOne line per target, path and finding; the principals it holds "
+        "for; a reproduction with the first of them (plan names: the run's nonce prefixes "
+        "every fleet and agent id on the wire). Per principal, with counts and visibilities: "
+        "`tables/matrix_gaps.csv`.\n\n" + _md(grouped(cat), "no gaps and no misses"),
+    ]) + "\n"
+    md_path.write_text(text)
+    written.insert(0, md_path)
+    return MatrixSection(text, written, [], summ, cat)
+
+
+def rate_rows(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, int]]:
+    """(metric, numerator, denominator) of every matrix run in `con`, for summary.csv."""
+    rows: list[tuple[str, int, int]] = []
+    for r in con.execute("SELECT * FROM matrix_summary ORDER BY run_id").df().itertuples():
+        judged = int(r.probes - r.not_applicable - r.errors)
+        rows += [("matrix_gap_rate", int(r.gaps), judged),
+                 ("matrix_miss_rate", int(r.misses), judged),
+                 ("matrix_cross_tenant_success", int(r.cross_tenant_successes),
+                  int(r.cross_tenant_probes))]
+    paper = con.execute("SELECT * FROM matrix_paper_rates ORDER BY run_id, metric").df()
+    names = {"tenant-key GET exposure (expected deny)": "matrix_paper_get_exposure",
+             "tenant-key GET miss (expected allow)": "matrix_paper_get_miss",
+             "search leak rate (expected deny)": "matrix_paper_search_leak",
+             "search miss rate (expected allow)": "matrix_paper_search_miss"}
+    rows += [(names[r.metric], int(r.numerator), int(r.denominator))
+             for r in paper.itertuples()]
+    return rows

@@ -1,0 +1,340 @@
+"""The `matrix` experiment's seeded world and probe plan (a pure function of the params).
+
+World, per tenant (tenants `A`, `B`, ... share the same fleet names, so a name collision
+across tenants is part of the test):
+
+- fleets whose names are prefixes of one another (`fleet-1`/`fleet-10`, `acme`/`acme-corp`),
+  carry characters that are wildcards somewhere (`fleet_1` for SQL `_`, `fleet%` for `%`),
+  differ only by case (`FLEET-1`) or by a Cyrillic look-alike (`асme`);
+- one agent per trust level 0-3 homed in every fleet, plus four home-less agents;
+- per agent, one row of every visibility written through bulk and one through a single write
+  carrying an Idempotency-Key; per fleet (and for the fleet-less rows) the trust-1 agent also
+  owns a row of every other status, soft-deleted rows and a three-row supersession chain on
+  its fleet's entity; every non-victim row is linked to its fleet's entity;
+- victim rows: one fresh row per probe that changes a row, so every change meets a row no
+  other probe has touched.
+
+Probes: the enumerated matrix (every principal class x every path x every visibility, a
+status sweep, a deleted-row sweep and a sweep over the confusable fleet pairs) plus
+`random_probes` drawn from `rng(seed, "matrix:random")`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from fleetprobe.plans import rng, spelled
+from fleetprobe.policy import PATHS, VISIBILITIES
+
+FLEET_NAMES = ("fleet-1", "fleet-10", "acme", "acme-corp", "fleet_1", "fleet%", "FLEET-1",
+               "\u0430\u0441me")  # the last is Cyrillic a + es + Latin "me": looks like acme
+CONFUSABLE = (("fleet-1", "fleet-10"), ("acme", "acme-corp"), ("fleet-1", "fleet_1"),
+              ("fleet-10", "fleet%"), ("fleet-1", "FLEET-1"), ("acme", "\u0430\u0441me"))
+STATUSES = ("active", "pending", "confirmed", "cancelled", "outdated", "conflicted",
+            "archived", "deleted")
+CHAIN_OBJECTS = ("alpha", "bravo", "charlie")
+CHAIN_PREDICATE = "runs_on"  # single-valued: a later object supersedes the earlier row
+TRUSTS = (0, 1, 2, 3)
+TOPICS = ("billing", "ingest", "search", "payments", "identity", "storage", "routing",
+          "alerting", "backups", "rollouts")
+
+READ_PATHS = tuple(p for p, r in PATHS.items() if r.kind in ("read", "identity"))
+REVEAL_PATHS = tuple(p for p, r in PATHS.items() if r.kind == "reveal")
+CHANGE_PATHS = ("patch", "patch_status", "delete", "redistribute", "redistribute_x")
+WRITE_PATHS = tuple(p for p, r in PATHS.items() if r.kind == "write")
+# after_redistribute is a follow-up of each sibling redistribute, never drawn on its own
+PROBE_PATHS = READ_PATHS + REVEAL_PATHS + CHANGE_PATHS + WRITE_PATHS
+
+
+@dataclass(frozen=True)
+class PrincipalSpec:
+    key: str  # "A.tk" (tenant key), "A.f1t2" (fleet 1, trust 2), "A.ht0" (home-less, trust 0)
+    tenant: str
+    kind: str  # tenant | agent
+    name: str | None = None  # plan-level agent name (scoped with the nonce on the wire)
+    home: str | None = None  # plan-level fleet name
+    trust: int = 0
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    key: str
+    tenant: str
+    owner: str  # principal key
+    visibility: str
+    status: str = "active"
+    deleted: bool = False
+    via: str = "bulk"  # bulk | single | chain
+    victim: bool = False
+    linked: bool = True
+    chain: str | None = None
+    pos: int = 0
+    content: str = ""
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    probe_id: str
+    who: str
+    path: str
+    row: str
+    target: str | None = None  # redistribute: the receiving agent (principal key)
+    variant: str | None = None  # cross-tenant: "named" (victim's tenant_id) or "own"
+
+
+@dataclass
+class MatrixPlan:
+    tenants: tuple[str, ...]
+    fleets: tuple[str, ...]
+    principals: dict[str, PrincipalSpec]
+    rows: dict[str, RowSpec]
+    probes: list[ProbeSpec] = field(default_factory=list)
+    victims: dict[str, int] = field(default_factory=dict)  # tenant -> victims so far
+
+    def agents(self, tenant: str | None = None) -> list[PrincipalSpec]:
+        return [p for p in self.principals.values()
+                if p.kind == "agent" and (tenant is None or p.tenant == tenant)]
+
+    def world_rows(self, tenant: str | None = None) -> list[RowSpec]:
+        return [r for r in self.rows.values()
+                if not r.victim and (tenant is None or r.tenant == tenant)]
+
+
+def tenant_names(n: int) -> tuple[str, ...]:
+    return tuple(chr(ord("A") + i) for i in range(n))
+
+
+def agent_key(tenant: str, fleet_index: int | None, trust: int) -> str:
+    return f"{tenant}.ht{trust}" if fleet_index is None else f"{tenant}.f{fleet_index}t{trust}"
+
+
+def named_fleets(path: str, home: str | None, row_fleet: str | None,
+                 fleets: tuple[str, ...]) -> list[str]:
+    """The fleets a fleet-scoped probe names (shared by the phase and the checker)."""
+    first = row_fleet or home or fleets[0]
+    if path != "search_fleets":
+        return [first]
+    own = home or fleets[0]
+    if own == first:
+        own = next(f for f in fleets if f != first)
+    return [own, first]
+
+
+def make_world(seed: int, n_tenants: int, n_fleets: int) -> MatrixPlan:
+    tenants = tenant_names(n_tenants)
+    fleets = FLEET_NAMES[:n_fleets]
+    principals: dict[str, PrincipalSpec] = {}
+    rows: dict[str, RowSpec] = {}
+    words = rng(seed, "matrix:content")
+    for t in tenants:
+        principals[f"{t}.tk"] = PrincipalSpec(f"{t}.tk", t, "tenant")
+        for fi, fleet in enumerate((*fleets, None)):
+            for trust in TRUSTS:
+                key = agent_key(t, None if fleet is None else fi, trust)
+                name = f"{t}-h-t{trust}" if fleet is None else f"{t}-f{fi}-t{trust}"
+                principals[key] = PrincipalSpec(key, t, "agent", name, fleet, trust)
+        def add(owner: str, visibility: str, t: str = t, **kw: object) -> None:
+            key = f"{t}.r{sum(r.tenant == t for r in rows.values())}"
+            rows[key] = RowSpec(key, t, owner, visibility, content=_content(words, key), **kw)
+
+        for p in [p for p in principals.values() if p.tenant == t and p.kind == "agent"]:
+            for vis in VISIBILITIES:
+                add(p.key, vis)
+                add(p.key, vis, via="single")
+            if p.trust != 1:
+                continue
+            for status in STATUSES[1:]:
+                for vis in VISIBILITIES:
+                    add(p.key, vis, status=status)
+            for vis in VISIBILITIES:
+                add(p.key, vis, deleted=True)
+            chain = f"{p.key}.c"
+            for pos, vis in enumerate(("scope_team", "scope_agent", "scope_org")):
+                add(p.key, vis, via="chain", chain=chain, pos=pos)
+    return MatrixPlan(tenants, fleets, principals, rows)
+
+
+def _content(words: random.Random, key: str) -> str:
+    """Distinct prose per row, letters only (no identifier-like token that would switch off
+    MemClaw's near-duplicate gate), long enough that one extra word stays above 0.97."""
+    topic = words.choice(TOPICS)
+    tag = spelled(words.getrandbits(24), 6)
+    return (f"Matrix note {tag} about the {topic} service: keep the {topic} runbook current, "
+            f"page the owning team before any change and review the rollout notes every week")
+
+
+def add_victim(plan: MatrixPlan, owner: str, visibility: str, words: random.Random) -> str:
+    tenant = plan.principals[owner].tenant
+    n = plan.victims.get(tenant, 0)
+    plan.victims[tenant] = n + 1
+    key = f"{tenant}.v{n}"
+    plan.rows[key] = RowSpec(key, tenant, owner, visibility, victim=True, linked=False,
+                             content=_content(words, key))
+    return key
+
+
+# -- probes --------------------------------------------------------------------------------
+
+
+def _subject_for(plan: MatrixPlan, path: str, owner: str, visibility: str,
+                 words: random.Random, status: str = "active", deleted: bool = False) -> str:
+    """A row of `owner` with `visibility` fit for `path` (a fresh victim for changes)."""
+    if path in CHANGE_PATHS:
+        return add_victim(plan, owner, visibility, words)
+    via = "single" if path == "idempotency" else "bulk"
+    for row in plan.world_rows():
+        if (row.owner == owner and row.visibility == visibility and row.status == status
+                and row.deleted == deleted and row.via == via):
+            return row.key
+    raise LookupError(f"no {via} row of {owner} with {visibility}/{status}")
+
+
+def _target_for(plan: MatrixPlan, path: str, who: PrincipalSpec, row_owner: str) -> str | None:
+    """Redistribute: a sibling of the requester (same home), or an agent of another fleet."""
+    if path not in ("redistribute", "redistribute_x"):
+        return None
+    requester = who if who.kind == "agent" else plan.principals[row_owner]
+    agents = plan.agents(requester.tenant)
+    if path == "redistribute":
+        pool = [a for a in agents if a.home == requester.home and a.key != requester.key
+                and a.trust >= 1]
+    else:
+        pool = [a for a in agents if a.home != requester.home and a.home is not None
+                and a.trust >= 1]
+    return sorted(pool, key=lambda a: (a.trust != 1, a.key))[0].key
+
+
+def enumerate_probes(plan: MatrixPlan, seed: int, trusts: tuple[int, ...] = TRUSTS,
+                     sweeps: bool = True) -> list[ProbeSpec]:
+    """Every (principal class x path x visibility) cell once, plus the sweeps."""
+    words = rng(seed, "matrix:victims")
+    a = plan.tenants[0]
+    other = plan.tenants[1] if len(plan.tenants) > 1 else None
+    f0, f1 = 0, 1
+    probes: list[ProbeSpec] = []
+    cells: list[tuple[str, str, str, str, bool]] = []  # who, owner, visibility, status, deleted
+
+    def sibling_of(trust: int) -> str:
+        return agent_key(a, f0, 2 if trust == 1 else 1)
+
+    for trust in trusts:
+        me = agent_key(a, f0, trust)
+        for vis in VISIBILITIES:
+            cells += [
+                (me, me, vis, "active", False),                          # own
+                (me, sibling_of(trust), vis, "active", False),           # same fleet
+                (me, agent_key(a, f1, 1), vis, "active", False),         # other (prefix) fleet
+                (me, agent_key(a, None, 1), vis, "active", False),       # NULL fleet
+                (agent_key(a, None, trust), agent_key(a, f0, 1), vis, "active", False),  # home-less
+            ]
+    for vis in VISIBILITIES:
+        cells += [(f"{a}.tk", agent_key(a, f0, 1), vis, "active", False),
+                  (f"{a}.tk", agent_key(a, None, 1), vis, "active", False)]
+        if other:
+            cells += [(f"{other}.tk", agent_key(a, f0, 1), vis, "active", False),
+                      (agent_key(other, f0, 3), agent_key(a, f0, 1), vis, "active", False)]
+    # status sweep (own and same fleet) and deleted rows (own, same fleet at trust 3, tenant)
+    for status in STATUSES[1:] if sweeps else ():
+        for vis in VISIBILITIES:
+            cells += [(agent_key(a, f0, 1), agent_key(a, f0, 1), vis, status, False),
+                      (agent_key(a, f0, 2), agent_key(a, f0, 1), vis, status, False)]
+    for who in (agent_key(a, f0, 1), agent_key(a, f0, 3), f"{a}.tk") if sweeps else ():
+        for vis in VISIBILITIES:
+            cells.append((who, agent_key(a, f0, 1), vis, "active", True))
+    # confusable fleet names: trust 1 of one fleet against the other's team row, both ways
+    index = {name: i for i, name in enumerate(plan.fleets)}
+    for x, y in CONFUSABLE if sweeps else ():
+        if x in index and y in index:
+            cells += [(agent_key(a, index[x], 1), agent_key(a, index[y], 1), "scope_team",
+                       "active", False),
+                      (agent_key(a, index[y], 1), agent_key(a, index[x], 1), "scope_team",
+                       "active", False)]
+    n = 0
+    for who, owner, vis, status, deleted in cells:
+        sweep = status != "active" or deleted
+        for path in PROBE_PATHS:
+            if sweep and path not in READ_PATHS:
+                continue
+            if path == "whoami" and plan.principals[who].kind != "agent":
+                continue
+            row = _subject_for(plan, path, owner, vis, words, status, deleted)
+            variant = _variant(plan.principals[who], plan.rows[row], n)
+            target = _target_for(plan, path, plan.principals[who], owner)
+            probes.append(ProbeSpec(f"e{n}", who, path, row, target, variant))
+            n += 1
+    return probes
+
+
+def _variant(who: PrincipalSpec, row: RowSpec, n: int) -> str | None:
+    if who.tenant == row.tenant:
+        return None
+    return "named" if n % 2 == 0 else "own"
+
+
+def random_probes(plan: MatrixPlan, seed: int, count: int,
+                  cross_tenant_share: float) -> list[ProbeSpec]:
+    """`count` probes drawn from the seed: principal, path, subject row, target, variant."""
+    draw = rng(seed, "matrix:random")
+    words = rng(seed, "matrix:random-victims")
+    principals = sorted(plan.principals)
+    world = {t: [r.key for r in plan.world_rows(t)] for t in plan.tenants}
+    probes = []
+    for i in range(count):
+        who = plan.principals[draw.choice(principals)]
+        path = draw.choice(PROBE_PATHS)
+        if path == "whoami" and who.kind != "agent":
+            path = "get"
+        tenant = who.tenant
+        if len(plan.tenants) > 1 and draw.random() < cross_tenant_share:
+            tenant = draw.choice([t for t in plan.tenants if t != who.tenant])
+        if path in CHANGE_PATHS:
+            agents = plan.agents(tenant)
+            owner = (who.key if who.kind == "agent" and tenant == who.tenant
+                     and draw.random() < 0.25 else draw.choice(agents).key)
+            row = add_victim(plan, owner, draw.choice(VISIBILITIES), words)
+        else:
+            pool = world[tenant]
+            if path in ("bulk_attempt", "idempotency"):
+                via = "bulk" if path == "bulk_attempt" else "single"
+                pool = [k for k in pool if plan.rows[k].via == via]
+            if who.kind == "agent" and tenant == who.tenant and draw.random() < 0.2:
+                pool = [k for k in pool if plan.rows[k].owner == who.key] or pool
+            row = draw.choice(pool)
+        target = _target_for(plan, path, who, plan.rows[row].owner)
+        probes.append(ProbeSpec(f"r{i}", who.key, path, row, target,
+                                _variant(who, plan.rows[row], i)))
+    return probes
+
+
+# -- the paper's probe design at scale (paper 7.1) -----------------------------------------
+
+
+@dataclass(frozen=True)
+class PaperSecret:
+    key: str
+    fleet: int
+    scope: str  # fleet | agent
+    content: str
+
+
+@dataclass(frozen=True)
+class PaperPlan:
+    fleets: int
+    agents_per_fleet: int
+    secrets: tuple[PaperSecret, ...]
+
+    def probers(self) -> list[tuple[str, int]]:
+        return [(f"p{f}-a{a}", f) for f in range(self.fleets)
+                for a in range(self.agents_per_fleet)]
+
+    def probes(self) -> int:
+        return len(self.probers()) * len(self.secrets)
+
+
+def paper_plan(seed: int, fleets: int, agents_per_fleet: int) -> PaperPlan:
+    words = rng(seed, "matrix:paper")
+    secrets = tuple(
+        PaperSecret(f"s{f}{scope[0]}", f, scope, _content(words, f"s{f}{scope[0]}"))
+        for f in range(fleets) for scope in ("fleet", "agent"))
+    return PaperPlan(fleets, agents_per_fleet, secrets)

@@ -1,0 +1,257 @@
+"""The intended governance, written as tables: the oracle the `matrix` experiment judges by.
+
+This is the paper's Inv-Scope (section 3) as the harness understands it, independent of any
+server's code: a principal reads a row only if its trust and fleet allow it; it changes a row
+only if it may read it and either holds trust 3 or owns it within its write scope; nothing
+crosses a tenant. The tables below are the whole policy; the functions only look them up.
+
+Words used throughout:
+
+- principal: the tenant credential (tenant-wide, no agent identity), or an agent credential
+  (an agent id with a trust level 0-3 and a home fleet, possibly none), of some tenant;
+- relation of a principal to a row: `own` (it wrote the row), `null_fleet` (the row has no
+  fleet), `homeless` (the agent has no home fleet), `same_fleet`, `other_fleet`; plus
+  `tenant` (tenant credential of the row's tenant) and `other_tenant`;
+- decision: `allow` (a path that must return the row does so), `may` (allowed, but a
+  discovery path may leave it out: MemClaw's list and search drop `scope_agent` rows for a
+  caller without identity), `deny`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Decision = Literal["allow", "may", "deny"]
+ALLOW: Decision = "allow"
+MAY: Decision = "may"
+DENY: Decision = "deny"
+
+VISIBILITIES = ("scope_agent", "scope_team", "scope_org")
+AGENT_RELATIONS = ("own", "same_fleet", "other_fleet", "null_fleet", "homeless")
+RELATIONS = ("tenant", *AGENT_RELATIONS, "other_tenant")
+TRUST_LEVELS = (0, 1, 2, 3)
+
+# READ[relation][visibility] = the lowest trust that may read, None = nobody.
+READ: dict[str, dict[str, int | None]] = {
+    "own":         {"scope_agent": 0,    "scope_team": 0, "scope_org": 0},
+    "same_fleet":  {"scope_agent": None, "scope_team": 0, "scope_org": 0},
+    "null_fleet":  {"scope_agent": None, "scope_team": 0, "scope_org": 0},
+    "other_fleet": {"scope_agent": None, "scope_team": 2, "scope_org": 0},
+    "homeless":    {"scope_agent": None, "scope_team": 2, "scope_org": 0},
+}
+
+# CHANGE[relation] = the lowest trust that may change (PATCH, status, delete, re-home) a row
+# it may read. `own` means "inside its write scope" (row in its home fleet or fleet-less);
+# an own row elsewhere needs the cross-fleet write rung like anyone's.
+CHANGE: dict[str, int] = {
+    "own": 1, "same_fleet": 3, "null_fleet": 3, "other_fleet": 3, "homeless": 3,
+}
+OWN_OUTSIDE_WRITE_SCOPE = 3
+
+# WRITE[fleet relation] = the lowest trust that may write a new row (or an entity) into a
+# fleet: its home fleet, no fleet at all, or any other fleet.
+WRITE: dict[str, int] = {"home": 1, "none": 1, "other": 3}
+
+# Re-homing a row to another agent is a change of the row; besides, the target must be an
+# approved agent (trust >= 1) of the same tenant, and below trust 3 only a sibling (same home
+# fleet as the requester) may receive it.
+REDISTRIBUTE_ANY_TARGET = 3
+REDISTRIBUTE_TARGET_MIN_TRUST = 1
+
+# Soft-deleted rows are gone for agents; the tenant credential may still see them (list's
+# include_deleted is an administrative view).
+DELETED_AGENT: Decision = DENY
+DELETED_TENANT: Decision = MAY
+# ...except that an idempotent retry may answer its own writer with the id of a row it wrote
+# and has since deleted (a reveal path, e.g. a replayed bulk attempt id): nothing new learnt.
+DELETED_OWN_REVEAL: Decision = MAY
+
+# What a path promises, by kind. `read`: returns the row when the policy allows it (a miss
+# otherwise) and must not when it denies it. `reveal`: an answer that discloses a row's
+# existence or id (duplicate answers, attempt ids, idempotency keys): judged as a read, never
+# required. `change` / `write` / `redistribute`: a change the policy must have allowed;
+# refusing an allowed change is recorded as `refused`, not as a miss. `identity`: the
+# server must report the caller's own identity, never another one.
+PathKind = Literal["read", "reveal", "change", "write", "redistribute", "identity"]
+
+
+@dataclass(frozen=True)
+class PathRule:
+    kind: PathKind
+    discovery: bool = False  # list/search-like: `scope_agent` rows for the tenant key are MAY
+    hides_stale: bool = False  # MemClaw search drops outdated/conflicted rows by default
+    must_return: bool = False
+    strict_fleet: bool = False  # list `fleet_id` is strict equality: fleet-less rows are out
+    # a filter naming another agent may be refused outright (MemClaw 2.29 answers 403); only
+    # a filter naming the caller itself must return its rows
+    own_filter_only: bool = False
+
+
+PATHS: dict[str, PathRule] = {
+    "get": PathRule("read", must_return=True),
+    "contradictions": PathRule("read", must_return=True),
+    "list": PathRule("read", discovery=True, must_return=True),
+    "list_fleet": PathRule("read", discovery=True, must_return=True, strict_fleet=True),
+    "list_deleted": PathRule("read", discovery=True, must_return=True),
+    "search": PathRule("read", discovery=True, hides_stale=True, must_return=True),
+    "search_fleet": PathRule("read", discovery=True, hides_stale=True, must_return=True),
+    "search_fleets": PathRule("read", discovery=True, hides_stale=True, must_return=True),
+    "search_singular": PathRule("read", discovery=True, hides_stale=True, must_return=True),
+    "search_agent": PathRule("read", discovery=True, hides_stale=True, must_return=True,
+                             own_filter_only=True),
+    "recall": PathRule("read", discovery=True, hides_stale=True, must_return=True),
+    "entity": PathRule("read", must_return=True),
+    "agent_read": PathRule("read", must_return=True),
+    "dup_exact": PathRule("reveal"),
+    "dup_near": PathRule("reveal"),
+    "bulk_attempt": PathRule("reveal"),
+    "idempotency": PathRule("reveal"),
+    "patch": PathRule("change"),
+    "patch_status": PathRule("change"),
+    "delete": PathRule("change"),
+    "after_redistribute": PathRule("change"),
+    "redistribute": PathRule("redistribute"),
+    "redistribute_x": PathRule("redistribute"),
+    "write": PathRule("write"),
+    "bulk_write": PathRule("write"),
+    "entity_upsert": PathRule("write"),
+    "whoami": PathRule("identity"),
+}
+STALE_STATUSES = ("outdated", "conflicted")
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant: str
+    kind: Literal["tenant", "agent"]
+    agent_id: str | None = None
+    trust: int = 0
+    home: str | None = None
+
+
+@dataclass(frozen=True)
+class Row:
+    """A memory row as observed (or an agent record / entity treated as a team row)."""
+
+    tenant: str
+    fleet: str | None
+    visibility: str
+    owner: str | None
+    status: str = "active"
+    deleted: bool = False
+
+
+def relation(p: Principal, row: Row) -> str:
+    if p.tenant != row.tenant:
+        return "other_tenant"
+    if p.kind == "tenant":
+        return "tenant"
+    if row.owner is not None and row.owner == p.agent_id:
+        return "own"
+    if row.fleet is None:
+        return "null_fleet"
+    if p.home is None:
+        return "homeless"
+    return "same_fleet" if row.fleet == p.home else "other_fleet"
+
+
+def read(p: Principal, row: Row, path: str = "get") -> Decision:
+    """May `p` see `row` on `path`?"""
+    rel = relation(p, row)
+    if rel == "other_tenant":
+        return DENY
+    discovery = PATHS[path].discovery if path in PATHS else False
+    if rel == "tenant":
+        if row.deleted:
+            return DELETED_TENANT
+        return MAY if discovery and row.visibility == "scope_agent" else ALLOW
+    if row.deleted:
+        reveal = path in PATHS and PATHS[path].kind == "reveal"
+        return DELETED_OWN_REVEAL if rel == "own" and reveal else DELETED_AGENT
+    needed = READ[rel][row.visibility]
+    return ALLOW if needed is not None and p.trust >= needed else DENY
+
+
+def fleet_relation(p: Principal, fleet: str | None) -> str:
+    if fleet is None:
+        return "none"
+    return "home" if fleet == p.home else "other"
+
+
+def fleet_readable(p: Principal, tenant: str, fleet: str | None) -> bool:
+    """May `p` name `fleet` in a fleet-scoped read (list `fleet_id`, search `fleet_ids`)?"""
+    if p.tenant != tenant:
+        return False
+    return p.kind == "tenant" or read(p, Row(tenant, fleet, "scope_team", None)) == ALLOW
+
+
+def write(p: Principal, tenant: str, fleet: str | None) -> Decision:
+    """May `p` create a row (or upsert an entity) in `fleet` of `tenant`?"""
+    if p.tenant != tenant:
+        return DENY
+    if p.kind == "tenant":
+        return ALLOW
+    return ALLOW if p.trust >= WRITE[fleet_relation(p, fleet)] else DENY
+
+
+def change(p: Principal, row: Row) -> Decision:
+    """May `p` change `row` (PATCH, PATCH status, DELETE)?"""
+    rel = relation(p, row)
+    if rel == "other_tenant" or row.deleted:
+        return DENY
+    if rel == "tenant":
+        return ALLOW
+    if read(p, row) != ALLOW:
+        return DENY
+    needed = CHANGE[rel]
+    if rel == "own" and fleet_relation(p, row.fleet) == "other":
+        needed = OWN_OUTSIDE_WRITE_SCOPE
+    return ALLOW if p.trust >= needed else DENY
+
+
+def redistribute(p: Principal, row: Row, target: Principal | None) -> Decision:
+    """May `p` hand `row` to the agent `target` (None: no such agent)?"""
+    if target is None or target.kind != "agent" or target.tenant != row.tenant:
+        return DENY
+    if target.trust < REDISTRIBUTE_TARGET_MIN_TRUST or change(p, row) != ALLOW:
+        return DENY
+    if p.kind == "tenant" or p.trust >= REDISTRIBUTE_ANY_TARGET:
+        return ALLOW
+    sibling = p.home is not None and target.home == p.home
+    return ALLOW if sibling else DENY
+
+
+def agent_record(agent: Principal) -> Row:
+    """An agent's record (trust, home fleet) is read like a team row of its home fleet."""
+    return Row(agent.tenant, agent.home, "scope_team", agent.agent_id)
+
+
+def entity_record(tenant: str, fleet: str | None) -> Row:
+    """An entity is read like a team row of its fleet."""
+    return Row(tenant, fleet, "scope_team", None)
+
+
+def must_return(path: str, row: Row, decision: Decision,
+                named: tuple[str | None, ...] = (), caller: str | None = None) -> bool:
+    """Whether `path` has to return `row` (else withholding it is not a miss). `named`: the
+    fleets the request named (a strict fleet filter only returns rows of those fleets);
+    `caller`: the caller's agent id (a filter naming another agent may be refused)."""
+    rule = PATHS[path]
+    if not rule.must_return or decision != ALLOW or row.deleted:
+        return False
+    if rule.own_filter_only and caller is not None and row.owner != caller:
+        return False
+    if rule.strict_fleet and row.fleet not in named:
+        return False
+    return not (rule.hides_stale and row.status in STALE_STATUSES)
+
+
+# -- the paper's own expectation (section 7.1), for the paper-scale option -----------------
+# A prober sees a fleet-scoped secret iff it is in the secret's fleet, an agent-scoped secret
+# iff it wrote it; the probe is sent with the tenant credential, as the paper's harness did.
+
+def paper_expected(secret_scope: str, relation_: str) -> Decision:
+    if secret_scope == "agent":
+        return ALLOW if relation_ == "same_agent" else DENY
+    return ALLOW if relation_ in ("same_agent", "same_fleet") else DENY

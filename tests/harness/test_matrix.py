@@ -1,0 +1,315 @@
+"""Governance matrix: the policy tables, the checker on hand-made events, and smoke runs of
+the whole experiment against the real reference server under every profile."""
+
+from __future__ import annotations
+
+import gzip
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetprobe import load_params, policy, run_experiment
+from fleetprobe.analysis import db, matrix_report
+from fleetprobe.experiments import matrix_check
+from fleetprobe.policy import ALLOW, DENY, MAY, Principal, Row
+from fleetprobe.targets import target_for_server
+
+from .traces import KEY_LIKE, REPO, events, manifest
+
+# The smoke runs under five profiles are one module fixture: a few minutes on 2 idle cores,
+# more under load, so the per-test timeout (300 s) would cut the fixture off.
+pytestmark = pytest.mark.timeout(1800)
+
+SMOKE = REPO / "params/smoke/matrix.yaml"
+LIFTED = ("--write-rate", "1000000/minute", "--search-rate", "1000000/minute",
+          "--bulk-rate", "1000000/minute")
+PROFILES = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "naive", "hardened")
+
+A1 = Principal("A", "agent", "A.f0t1", 1, "fleet-1")
+
+
+def agent(trust: int, home: str | None = "fleet-1", key: str = "me") -> Principal:
+    return Principal("A", "agent", key, trust, home)
+
+
+def row(vis: str = "scope_team", fleet: str | None = "fleet-1", owner: str = "other",
+        **kw: Any) -> Row:
+    return Row("A", fleet, vis, owner, **kw)
+
+
+# -- the policy tables ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("trust", "fleet", "vis", "owner", "want"), [
+    (1, "fleet-1", "scope_team", "other", ALLOW),     # same fleet
+    (0, "fleet-1", "scope_team", "other", ALLOW),     # trust 0 still reads its fleet
+    (1, "fleet-10", "scope_team", "other", DENY),     # a prefix is another fleet
+    (2, "fleet-10", "scope_team", "other", ALLOW),    # cross-fleet read rung
+    (3, "fleet-1", "scope_agent", "other", DENY),     # nobody reads another's private row
+    (0, "fleet-10", "scope_agent", "me", ALLOW),      # own row, wherever it is
+    (1, "fleet-10", "scope_org", "other", ALLOW),     # org-wide
+    (1, None, "scope_team", "other", ALLOW),          # fleet-less rows are tenant-wide
+])
+def test_read_table(trust: int, fleet: str | None, vis: str, owner: str, want: str) -> None:
+    assert policy.read(agent(trust), row(vis, fleet, owner)) == want
+
+
+def test_homeless_agents_need_the_cross_fleet_rung_for_fleet_rows() -> None:
+    assert policy.relation(agent(1, None), row()) == "homeless"
+    assert policy.read(agent(1, None), row()) == DENY
+    assert policy.read(agent(2, None), row()) == ALLOW
+    assert policy.read(agent(1, None), row(fleet=None)) == ALLOW
+
+
+def test_tenant_key_and_other_tenant() -> None:
+    tenant, other = Principal("A", "tenant"), Principal("B", "tenant")
+    private = row("scope_agent")
+    assert policy.read(tenant, private, "get") == ALLOW
+    assert policy.read(tenant, private, "search") == MAY  # discovery paths may drop it
+    assert policy.read(tenant, row(deleted=True), "list_deleted") == MAY
+    assert policy.read(agent(3), row(owner="me", deleted=True), "list_deleted") == DENY
+    assert policy.read(agent(1), row(owner="me", deleted=True), "bulk_attempt") == MAY
+    assert policy.read(agent(1), row(deleted=True), "bulk_attempt") == DENY
+    for check in (policy.read(other, row()), policy.change(other, row()),
+                  policy.write(other, "A", "fleet-1"),
+                  policy.read(Principal("B", "agent", "x", 3, "fleet-1"), row("scope_org"))):
+        assert check == DENY
+
+
+@pytest.mark.parametrize(("trust", "owner", "fleet", "want"), [
+    (1, "me", "fleet-1", ALLOW),      # own row in its write scope
+    (0, "me", "fleet-1", DENY),       # trust 0 is read-only
+    (1, "me", "fleet-10", DENY),      # own row outside its write scope
+    (2, "other", "fleet-1", DENY),    # a sibling's row needs trust 3
+    (3, "other", "fleet-10", ALLOW),  # trust 3 changes what it may read
+])
+def test_change_table(trust: int, owner: str, fleet: str, want: str) -> None:
+    assert policy.change(agent(trust), row(owner=owner, fleet=fleet)) == want
+    assert policy.change(agent(3), row("scope_agent")) == DENY  # cannot read it: cannot change
+
+
+def test_write_and_redistribute_tables() -> None:
+    assert policy.write(agent(1), "A", "fleet-1") == ALLOW
+    assert policy.write(agent(1), "A", None) == ALLOW
+    assert policy.write(agent(1), "A", "fleet-10") == DENY
+    assert policy.write(agent(0), "A", "fleet-1") == DENY
+    assert policy.write(agent(3), "A", "fleet-10") == ALLOW
+    sibling, foreign = agent(1, key="sib"), agent(1, "fleet-10", "far")
+    mine = row(owner="me")
+    assert policy.redistribute(agent(1), mine, sibling) == ALLOW
+    assert policy.redistribute(agent(1), mine, foreign) == DENY
+    assert policy.redistribute(agent(1), row(owner="sib"), agent(1, key="x")) == DENY
+    assert policy.redistribute(agent(3), row("scope_agent"), foreign) == DENY
+    assert policy.redistribute(agent(3), row(), foreign) == ALLOW
+    assert policy.redistribute(agent(3), row(), agent(0, key="ro")) == DENY
+
+
+def test_must_return_follows_path_semantics() -> None:
+    assert policy.must_return("search", row(), ALLOW)
+    assert not policy.must_return("search", row(status="outdated"), ALLOW)
+    assert policy.must_return("get", row(status="outdated"), ALLOW)
+    assert not policy.must_return("search", row(), MAY)
+    assert not policy.must_return("dup_near", row(), ALLOW)  # reveals are never required
+    assert not policy.must_return("list_fleet", row(fleet=None), ALLOW, ("fleet-1",))
+    assert policy.must_return("list_fleet", row(), ALLOW, ("fleet-1",))
+    # filter_agent_id naming someone else may be refused (2.29: 403); naming oneself may not
+    assert not policy.must_return("search_agent", row(owner="sib"), ALLOW, caller="me")
+    assert policy.must_return("search_agent", row(owner="me"), ALLOW, caller="me")
+
+
+# -- the checker on hand-made events ---------------------------------------------------------
+
+
+def census(*rows: tuple[str, Row], agents: tuple[Principal, ...] = ()) -> list[dict]:
+    out = [{"phase": "census_agent", "step": "before", "who": "A.tk", "tenant": "A",
+            "credential": "tenant"},
+           {"phase": "census_agent", "step": "before", "who": "B.tk", "tenant": "B",
+            "credential": "tenant"}]
+    for p in (A1, *agents):
+        out.append({"phase": "census_agent", "step": "before", "who": p.agent_id,
+                    "tenant": p.tenant, "credential": "agent", "trust": p.trust,
+                    "home": p.home})
+    for key, r in rows:
+        out.append({"phase": "census_row", "row_key": key, "tenant": r.tenant,
+                    "fleet": r.fleet, "visibility": r.visibility, "owner": r.owner,
+                    "row_status": r.status, "deleted": r.deleted})
+    return out
+
+
+def probe(path: str, row_key: str, returned: bool, who: str = "A.f0t1", status: int = 200,
+          **kw: Any) -> dict:
+    return {"phase": "probe", "probe_id": f"x{path}{row_key}{who}", "who": who, "path": path,
+            "row_key": row_key, "returned": returned, "status": status,
+            "error": None if status < 400 else kw.pop("error", f"{status} denied"), **kw}
+
+
+def verdicts(world: list[dict], *probes: dict) -> list[tuple[str, str, str | None]]:
+    return [(v["path"], v["verdict"], v["what"]) for v in matrix_check.judge(world + list(probes))]
+
+
+def test_checker_gap_miss_ok_and_refused() -> None:
+    world = census(("far", row(fleet="fleet-10", owner="B.x")),
+                   ("mine", row("scope_agent", owner="A.f0t1")),
+                   ("sib", row(owner="A.f0t2")))
+    assert verdicts(world, probe("get", "far", True)) == [("get", "gap", "returns the row")]
+    assert verdicts(world, probe("get", "far", False, status=404)) == [("get", "ok", None)]
+    assert verdicts(world, probe("search", "mine", False)) == [
+        ("search", "miss", "withholds the row")]
+    assert verdicts(world, probe("patch", "sib", True)) == [("patch", "gap", "changes the row")]
+    assert verdicts(world, probe("delete", "mine", False, status=403)) == [
+        ("delete", "refused", "refuses an allowed change")]
+    # naming a fleet the caller may not read makes withholding legitimate
+    assert verdicts(world, probe("search_fleet", "mine", False, fleets="fleet-10")) == [
+        ("search_fleet", "ok", None)]
+
+
+def test_checker_not_applicable_cross_tenant_and_collateral() -> None:
+    world = census(("far", row(fleet="fleet-10", owner="B.x")), ("sib", row(owner="A.f0t2")),
+                   ("b", Row("B", "fleet-1", "scope_org", "B.y")))
+    [na] = matrix_check.judge(world + [probe("entity", "sib", False, status=404,
+                                             error="404 Not Found")])
+    assert (na["verdict"], na["what"]) == ("n/a", "404 Not Found")
+    [memory_404] = matrix_check.judge(world + [probe("get", "sib", False, status=404,
+                                                     error="404 Memory not found")])
+    assert memory_404["verdict"] == "miss"  # a denial, not an absent endpoint
+    [cross] = matrix_check.judge(world + [probe("get", "b", True)])
+    assert cross["cross_tenant"] and cross["verdict"] == "gap"
+    assert cross["principal"] == "other tenant"
+    assert verdicts(world, probe("contradictions", "sib", True, got="far")) == [
+        ("contradictions", "gap", "reveals a neighbour row")]
+    assert verdicts(world, probe("entity", "sib", True, got="entity")) == [("entity", "ok", None)]
+
+
+def test_checker_after_redistribute_judges_the_new_owner() -> None:
+    world = census(("mine", row(owner="A.f0t1")), agents=(agent(1, key="A.f0t2"),))
+    moved = probe("redistribute", "mine", True, target="A.f0t2")
+    after = probe("after_redistribute", "mine", True, after="A.f0t2 scope_team")
+    assert verdicts(world, moved, after) == [
+        ("redistribute", "ok", None), ("after_redistribute", "gap", "changes the row")]
+
+
+def test_checker_paper_probes_use_the_papers_expectation() -> None:
+    base = {"phase": "paper", "probe_id": "p1", "status": 200, "visibility": "scope_team"}
+    [v] = matrix_check.judge([{**base, "axis": "get", "relation": "cross_fleet",
+                               "returned": True}])
+    assert (v["path"], v["expected"], v["verdict"]) == ("paper_get", "deny", "gap")
+    [v] = matrix_check.judge([{**base, "axis": "search", "relation": "same_fleet",
+                               "returned": False}])
+    assert v["verdict"] == "miss"
+
+
+# -- the experiment under every profile (smoke world) ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    from reference_server.process import ReferenceServer
+
+    root = tmp_path_factory.mktemp("matrix-traces")
+    out: dict[str, Path] = {}
+    for profile in PROFILES:
+        with ReferenceServer(profile=profile, extra_args=LIFTED) as server:
+            params = load_params(SMOKE, [f"traces_root={root}", f"target.profile={profile}",
+                                         "fleets=2", "random_probes=150", "sweeps=false",
+                                         "enumerate_trusts=[1, 2]"])
+            out[profile] = run_experiment("matrix", params,
+                                          target=target_for_server(server, profile))
+    yield out
+
+
+def verdicts_of(run_dir: Path) -> list[dict]:
+    return events(run_dir, "verdict")
+
+
+def tally(run_dir: Path) -> Counter:
+    return Counter(v["verdict"] for v in verdicts_of(run_dir))
+
+
+def test_hardened_has_no_gap_no_miss_no_cross_tenant_success(runs: dict[str, Path]) -> None:
+    run = runs["hardened"]
+    counts = tally(run)
+    bad = [v for v in verdicts_of(run) if v["verdict"] in ("gap", "miss", "error", "n/a")]
+    assert bad == [], bad[:5]
+    assert counts["ok"] > 1000
+    assert sum(v["cross_tenant"] for v in verdicts_of(run)) > 50
+    m = manifest(run)
+    assert m["complete"] and m["planned"]["probe"] == m["executed"]["probe"]
+
+
+def test_naive_gaps_wherever_the_policy_denies(runs: dict[str, Path]) -> None:
+    """A flat store: every within-tenant denial on the core read and change paths is a gap."""
+    core = {"get", "contradictions", "list", "list_deleted", "search", "search_agent", "patch",
+            "patch_status", "delete", "agent_read", "entity"}
+    run = runs["naive"]
+    rows = {e["row_key"]: e for e in events(run, "census_row")}
+    subject = {e["probe_id"]: rows.get(e["row_key"], {}) for e in events(run, "probe")}
+
+    def hidden_by_path(v: dict) -> bool:  # deleted rows, and stale rows on search: not scope
+        r = subject[v["probe_id"]]
+        return bool(r.get("deleted") and v["path"] != "list_deleted") or (
+            v["path"].startswith("search") and r.get("row_status") in policy.STALE_STATUSES)
+
+    denied = [v for v in verdicts_of(run) if v["path"] in core and v["expected"] == "deny"
+              and not v["cross_tenant"] and not hidden_by_path(v)]
+    assert len(denied) > 100
+    assert {v["verdict"] for v in denied} == {"gap"}
+    cross = [v for v in verdicts_of(runs["naive"]) if v["cross_tenant"]]
+    assert cross and {v["verdict"] for v in cross} == {"ok"}  # tenants stay apart
+
+
+def test_memclaw_2026_05_30_shows_the_get_by_id_gap(runs: dict[str, Path]) -> None:
+    gets = [v for v in verdicts_of(runs["memclaw-2026-05-30"]) if v["path"] == "get"]
+    gaps = {(v["principal"], v["visibility"]) for v in gets if v["verdict"] == "gap"}
+    assert ("t1 other_fleet", "scope_team") in gaps
+    assert ("t1 same_fleet", "scope_agent") in gaps
+    remediated = [v for v in verdicts_of(runs["memclaw-2026-05-31"]) if v["path"] == "get"
+                  and v["principal"] == "t1 other_fleet" and v["visibility"] == "scope_team"]
+    assert remediated and {v["verdict"] for v in remediated} == {"ok"}
+
+
+def test_proposed_keeps_gaps_the_hardened_profile_closes(runs: dict[str, Path]) -> None:
+    gaps = {v["path"] for v in verdicts_of(runs["proposed"]) if v["verdict"] == "gap"}
+    assert {"search_agent", "patch_status", "entity_upsert", "idempotency"} <= gaps
+    assert not any(v["cross_tenant"] and v["verdict"] == "gap"
+                   for p in PROFILES for v in verdicts_of(runs[p]))
+
+
+def test_traces_are_lean_and_keyless(runs: dict[str, Path]) -> None:
+    for run in runs.values():
+        raw = (run / "events.jsonl").read_bytes()
+        assert not KEY_LIKE.search(raw.decode()), "a key reached the trace"
+        assert len(gzip.compress(raw)) < 400_000
+        assert b'"content"' not in raw  # no response bodies
+
+
+def test_report_section(runs: dict[str, Path], tmp_path: Path) -> None:
+    root = next(iter(runs.values())).parent
+    con = db.connect(root)
+    try:
+        section = matrix_report.write(con, tmp_path)
+    finally:
+        con.close()
+    text = (tmp_path / "MATRIX.md").read_text()
+    assert "hardened" in text and "memclaw-2026-05-30" in text
+    assert (tmp_path / "figures/matrix_heatmap.png").stat().st_size > 10_000
+    cat = section.catalogue
+    assert not cat[cat.target == "memclaw-2026-05-30"].empty
+    assert cat[cat.target == "hardened"].empty
+    assert all(r.startswith("as ") for r in cat.reproduction)
+    hardened = section.summary.set_index("target").loc["hardened"]
+    assert (hardened.gaps, hardened.misses, hardened.cross_tenant_successes) == (0, 0, 0)
+
+
+def test_report_without_matrix_runs(tmp_path: Path) -> None:
+    empty = tmp_path / "traces"
+    empty.mkdir()
+    con = db.connect(empty)
+    try:
+        section = matrix_report.write(con, tmp_path / "out")
+    finally:
+        con.close()
+    assert "No matrix runs yet" in (tmp_path / "out/MATRIX.md").read_text()
+    assert section.notes
