@@ -101,5 +101,5 @@ def test_the_committed_plan_reads_in_both_modes() -> None:
     fast = load_plan(REPO / "params/reproduce.yaml", fast=True)
     assert plan.name == "reproduce" and len(plan.runs) == len(fast.runs)
     assert {r.experiment for r in plan.runs if r.notebook} == {
-        "leakage", "contradiction", "provenance", "propagation", "separation"}
+        "leakage", "contradiction", "provenance", "propagation"}
     assert all("client.searches_per_s=null" in r.settings(fast=True) for r in fast.runs)
