@@ -34,8 +34,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile", default=DEFAULT_PROFILE, choices=sorted(PROFILES))
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--db", type=Path, default=Path("reference_server.db"),
-                   help="SQLite file (created if missing)")
+    p.add_argument("--db", type=_db, default=Path("reference_server.db"),
+                   help="SQLite file (created if missing), or postgresql://... (PostgreSQL + "
+                        "pgvector, the `pg` extra; schema created at start)")
     p.add_argument("--search-rate", type=_rate, help='e.g. "100/minute" (profile default)')
     p.add_argument("--write-rate", type=_rate, help='e.g. "10/second" (profile default)')
     p.add_argument("--bulk-rate", type=_rate, help='e.g. "2/second" (profile default)')
@@ -47,6 +48,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
     return p.parse_args(argv)
+
+
+def _db(text: str) -> Path | str:
+    return text if text.startswith(("postgresql://", "postgres://")) else Path(text)
 
 
 def _rate(text: str) -> str:
