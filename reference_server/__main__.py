@@ -45,6 +45,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--detection-delay", type=float, help="seconds before a contradiction job runs")
     p.add_argument("--latency-model", action="store_true",
                    help="simulate strong-mode enrichment latency (version reports it)")
+    p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
+                   help="event loop (auto: uvloop when installed)")
+    p.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"],
+                   help="HTTP parser (auto: httptools when installed)")
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
     return p.parse_args(argv)
@@ -90,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
                                      latency_model=args.latency_model))
     bootstrap_tenant(state)
     uvicorn.run(create_app(state), host=args.host, port=args.port, log_level=args.log_level,
-                access_log=args.log_level in ("info", "debug"))
+                access_log=args.log_level in ("info", "debug"), loop=args.loop, http=args.http)
 
 
 if __name__ == "__main__":

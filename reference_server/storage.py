@@ -482,7 +482,8 @@ class SqliteStorage:
             chunks = list(self.index.ranked_chunks(tenant_id, vector, min_similarity))
         size = 64
         for rowids, sims in chunks:
-            for start in range(0, len(rowids), size):
+            start = 0
+            while start < len(rowids):
                 ids = rowids[start:start + size].tolist()
                 rows = self.rows_by_rowids(ids)
                 for rowid, sim in zip(ids, sims[start:start + size].tolist(), strict=True):
@@ -491,6 +492,7 @@ class SqliteStorage:
                         continue
                     if visible is None or visible.admits(row):
                         yield row, sim
+                start += size
                 size = min(size * 2, 1024)
 
     def rows_by_rowids(self, rowids: Sequence[int]) -> dict[int, dict]:
