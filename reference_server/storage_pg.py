@@ -46,7 +46,7 @@ EF_SEARCH = 100
 ITERATIVE_SCAN = "strict_order"
 MAX_SCAN_TUPLES = 100_000
 # A bulk seed this large drops the HNSW index, copies, and rebuilds it (much faster).
-BULK_REBUILD_ROWS = 20_000
+BULK_REBUILD_ROWS = 5_000
 
 
 def schema_sql(dim: int) -> str:
@@ -376,7 +376,7 @@ class PostgresStorage:
 
     def similar_rows(self, tenant_id: str, vector: np.ndarray, min_similarity: float,
                      visible: SearchFilter | None = None,
-                     first_page: int = 64) -> Iterator[tuple[dict, float]]:
+                     first_page: int = 16) -> Iterator[tuple[dict, float]]:
         """The tenant's rows, most similar first, down to `min_similarity`; with `visible`,
         only rows its scope predicate admits (in the SQL, so the HNSW scan walks past the
         rest). Lazy: pages of growing size, so a consumer that stops early pays for one."""

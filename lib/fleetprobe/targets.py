@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from fleetprobe.client import Credential, MemClawClient
 
@@ -39,6 +39,12 @@ class TargetParams(BaseModel):
     # reference only: passed to `python -m reference_server` (e.g. "10/second")
     write_rate: str | None = None
     search_rate: str | None = None
+    # reference only (scale runs): the server's storage, `sqlite` (a file) or `postgres` (a
+    # fresh database on an embedded PostgreSQL + pgvector: the `pg` extra), and background
+    # memories written into the run's tenant through the storage layer before the run
+    # (reference_server/background.py), so the run meets a production-sized store
+    storage: Literal["sqlite", "postgres"] = "sqlite"
+    background_memories: int = Field(0, ge=0)
     # live only: `key` = X-API-Key; `headers` = self-hosted MemClaw without a gateway
     auth: Literal["key", "headers"] = "key"
 
@@ -54,6 +60,8 @@ class Target:
     secrets: frozenset[str] = frozenset()
     info: dict[str, Any] = field(default_factory=dict)
     server: Any = None  # the ReferenceServer when kind == "reference"
+    storage: str | None = None  # reference: sqlite / postgres
+    background_memories: int = 0
 
     def manifest_entry(self) -> dict[str, Any]:
         return {
@@ -63,6 +71,8 @@ class Target:
             "server_version": self.info.get("version"),
             "server_profile": self.info.get("profile"),
             "latency_simulated": self.info.get("latency_simulated"),
+            **({"storage": self.storage, "background_memories": self.background_memories}
+               if self.storage else {}),
         }
 
 
@@ -89,8 +99,22 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
         extra += ["--write-rate", params.write_rate]
     if params.search_rate:
         extra += ["--search-rate", params.search_rate]
-    with ReferenceServer(profile=params.profile, extra_args=tuple(extra)) as server:
-        yield target_for_server(server, params.profile)
+    db_url = None
+    if params.storage == "postgres":
+        from reference_server.embedded_pg import shared_database_url
+
+        db_url = shared_database_url()
+    with ReferenceServer(profile=params.profile, extra_args=tuple(extra),
+                         db_url=db_url) as server:
+        target = target_for_server(server, params.profile)
+        target.storage = "postgres" if server.db_url else "sqlite"
+        if params.background_memories:
+            from reference_server.background import seed_background
+
+            seed_background(server.db_url or server.db_path, target.tenant.tenant_id,
+                            params.background_memories)
+            target.background_memories = params.background_memories
+        yield target
 
 
 def target_for_server(server: Any, profile: str | None = None) -> Target:

@@ -79,7 +79,14 @@ def run_dirs(traces_root: Path) -> list[Path]:
 
 
 def _is_run_dir(path: Path) -> bool:
-    return (path / "events.jsonl").is_file() or (path / "manifest.json").is_file()
+    return _events_file(path).is_file() or (path / "manifest.json").is_file()
+
+
+def _events_file(run_dir: Path) -> Path:
+    """events.jsonl, or events.jsonl.gz for a run committed compressed (the scale runs)."""
+    plain = run_dir / "events.jsonl"
+    packed = run_dir / "events.jsonl.gz"
+    return packed if packed.is_file() and not plain.is_file() else plain
 
 
 def connect(traces_root: Path, runs: Iterable[Path] | None = None) -> duckdb.DuckDBPyConnection:
@@ -90,7 +97,7 @@ def connect(traces_root: Path, runs: Iterable[Path] | None = None) -> duckdb.Duc
     """
     dirs = list(runs) if runs is not None else run_dirs(traces_root)
     con = duckdb.connect(":memory:")
-    _load_events(con, [d / "events.jsonl" for d in dirs])
+    _load_events(con, [_events_file(d) for d in dirs])
     _load_runs(con, dirs)
     con.execute(METRICS_SQL.read_text())
     return con
@@ -108,7 +115,8 @@ def _load_events(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
         """
         INSERT INTO events
         SELECT * EXCLUDE (filename),
-               regexp_extract(replace(filename, '\\', '/'), '([^/]+)/events\\.jsonl$', 1)
+               regexp_extract(replace(filename, '\\', '/'), '([^/]+)/events\\.jsonl(\\.gz)?$',
+                              1)
         FROM read_json(?, format = 'newline_delimited', columns = ?,
                        ignore_errors = true, filename = true)
         """,
