@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fleetprobe.analysis import figures, tables, verdict
+from fleetprobe.analysis import figures, scale_report, tables, verdict
 from fleetprobe.analysis.results import Results
 
 
@@ -30,10 +30,11 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
         if unknown:
             raise ValueError(f"no run named {', '.join(unknown)} under {traces_root}")
         verdicts = verdict.judge_all(results)
-        table_list = tables.build_tables(results, verdicts)
+        table_list = [*tables.build_tables(results, verdicts), scale_report.scale_table(results)]
         table_paths = {t.name: tables.write_table(t, out_dir / "tables") for t in table_list}
         figure_outputs = figures.write_figures(results, out_dir / "figures")
         reproduction = verdict.write_reproduction(results, out_dir / "REPRODUCTION.md", verdicts)
+        scale_report.append_section(reproduction, table_list[-1])
         notes = [f"{run}: {n} line(s) of events.jsonl are not JSON and were skipped "
                  "(an interrupted write?)" for run, n in results.con.execute(
                      "SELECT run_dir, lines FROM unreadable_lines ORDER BY run_dir").fetchall()]
