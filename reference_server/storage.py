@@ -3,7 +3,7 @@
 Every acknowledged write is committed before the response is sent; the contradiction job
 for a memory is inserted in the same transaction as the memory row, so a restart or a
 `kill -9` loses neither. Vector scores come from an in-memory matrix per tenant, rebuilt
-lazily from the stored embeddings (a PostgreSQL backend would use pgvector instead).
+lazily from the stored embeddings; the scan is exact (PostgreSQL + pgvector: storage_pg.py).
 """
 
 from __future__ import annotations
