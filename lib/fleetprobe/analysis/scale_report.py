@@ -85,8 +85,10 @@ def scale_table(results: Results) -> Table:
             })
     note = ("Population: leakage fleets x agents per fleet, propagation siblings x foreign "
             "readers. Rates k/n = value [95% Wilson CI]; latencies as the harness measured "
-            "them (client side, loopback; scale runs with raised rate limits and no pacing). "
-            "The paper-scale column is the canonical run of the same profile.")
+            "them (client side, loopback). Scale runs have raised rate limits and no pacing, "
+            "with 8 requests in flight on one server process, so their latencies include "
+            "queueing; paper-scale runs are paced. The paper-scale column is the canonical "
+            "run of the same profile.")
     if not rows:
         return Table("scale", "Scale: 10x the paper's population", pd.DataFrame(), NO_RUNS)
     return Table("scale", "Scale: 10x the paper's population", pd.DataFrame(rows), note)
