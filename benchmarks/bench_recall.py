@@ -1,4 +1,5 @@
-"""Recall of PostgreSQL's HNSW search against exact search, at the experiments' pool size.
+"""Recall of PostgreSQL's HNSW search (`--vector-search hnsw`) against exact search (the
+server's default), at the experiments' pool size.
 
 The search path ranks the first 2 x top_k visible rows (top_k 5 in every experiment's params,
 20 for the contradiction stale reads), so an approximate index that misses one of them can
@@ -56,7 +57,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="recall-") as tmp, \
                 store_location("postgres", Path(tmp)) as db:
             seeded = seed(db, PROFILE, n, random.Random(args.seed))
-            store = open_storage(db, 384)
+            store = open_storage(db, 384, "hnsw")
             stored = store._all("SELECT id, fleet_id, embedding FROM memories "  # type: ignore[attr-defined]
                                 "WHERE tenant_id = %s ORDER BY rowid", (seeded.tenant_id,))
             ids = np.array([r["id"] for r in stored])

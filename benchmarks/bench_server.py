@@ -5,8 +5,10 @@ throughput with 16 concurrent clients, at 10k and 100k stored memories (1M with 
 Each store is seeded through the storage layer (SQLite file, or a fresh database on an
 embedded PostgreSQL + pgvector), then the real server is started on it and measured over HTTP.
 The search is the harness's shape: a tenant key, one fleet in `fleet_ids` (1/8 of the rows
-visible), top_k 5. Targets (issue 13, 2 cores): SQLite at 10k GET p50 <= 0.7 ms, fast write
-p50 <= 1.5 ms, search p50 <= 3 ms; PostgreSQL search p50 <= 5 ms at 100k, <= 15 ms at 1M.
+visible), top_k 5. PostgreSQL runs twice: exact ranking (the server's default) and the HNSW
+index (`--vector-search hnsw`; bench_recall.py says what it misses). Targets (issue 13, 2
+cores): SQLite at 10k GET p50 <= 0.7 ms, fast write p50 <= 1.5 ms, search p50 <= 3 ms;
+PostgreSQL search p50 <= 5 ms at 100k, <= 15 ms at 1M.
 The machine's load average is printed beside each block: these are shared cores.
 
     python benchmarks/bench_server.py [--sizes 10000 100000] [--million] [--requests 300]
@@ -111,13 +113,16 @@ def requests_for(seeded: Seeded, rng: random.Random, count: int) -> dict[str, Ca
 
 
 def measure_servers(seeded: Seeded, profile: str, requests: int, rng: random.Random,
-                    stacks: list[str], rps_requests: int) -> dict[tuple[str, str], dict]:
+                    stacks: list[str], rps_requests: int,
+                    vector_search: str = "exact") -> dict[tuple[str, str], dict]:
     """One server per serving stack on the same store, all running at once; sequential
     requests alternate between them, so every stack sees the same machine load."""
     kwargs: dict = ({"db_url": seeded.db} if isinstance(seeded.db, str)
                     else {"db_path": seeded.db})
-    servers = {stack: ReferenceServer(profile=profile, extra_args=[*FAST_ARGS, *STACKS[stack]],
-                                      **kwargs) for stack in stacks}
+    mode = ["--vector-search", vector_search] if isinstance(seeded.db, str) else []
+    servers = {stack: ReferenceServer(profile=profile,
+                                      extra_args=[*FAST_ARGS, *STACKS[stack], *mode], **kwargs)
+               for stack in stacks}
     try:
         for server in servers.values():
             server.start()
@@ -150,8 +155,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--million", action="store_true", help="also measure at 1M memories")
-    parser.add_argument("--backends", nargs="+", default=["sqlite", "postgres"],
-                        choices=["sqlite", "postgres"])
+    parser.add_argument("--backends", nargs="+", default=["sqlite", "postgres",
+                                                          "postgres-hnsw"],
+                        choices=["sqlite", "postgres", "postgres-hnsw"],
+                        help="postgres: exact ranking (the default); postgres-hnsw: the index")
     parser.add_argument("--stacks", nargs="+", default=["auto"], choices=sorted(STACKS))
     parser.add_argument("--requests", type=int, default=300, help="sequential requests per op")
     parser.add_argument("--rps-requests", type=int, default=480,
@@ -168,7 +175,7 @@ def main() -> None:
         block: dict[tuple[str, str], dict] = {}
         for backend in args.backends:
             with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
-                    store_location(backend, Path(tmp)) as db:
+                    store_location(backend.split("-")[0], Path(tmp)) as db:
                 start = time.perf_counter()
                 seeded = seed(db, args.profile, n, random.Random(args.seed))
                 seed_s = time.perf_counter() - start
@@ -177,7 +184,8 @@ def main() -> None:
                       f"(load {load:.1f})", flush=True)
                 rng = random.Random(args.seed + 1)
                 figures = measure_servers(seeded, args.profile, args.requests, rng,
-                                          args.stacks, args.rps_requests)
+                                          args.stacks, args.rps_requests,
+                                          "hnsw" if backend.endswith("hnsw") else "exact")
                 load = os.getloadavg()[0]
                 for (stack, op), f in figures.items():
                     block[(backend, stack, op)] = f

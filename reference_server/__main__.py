@@ -45,6 +45,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--detection-delay", type=float, help="seconds before a contradiction job runs")
     p.add_argument("--latency-model", action="store_true",
                    help="simulate strong-mode enrichment latency (version reports it)")
+    p.add_argument("--vector-search", default="exact", choices=["exact", "hnsw"],
+                   help="PostgreSQL: exact similarity ranking (default) or the HNSW index")
     p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
                    help="event loop (auto: uvloop when installed)")
     p.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"],
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> None:
         detection_delay_s=args.detection_delay, rate_limit_key=args.rate_limit_key)
     admin_key = _secret_from_env("REFSERVER_ADMIN_KEY", "admin key")
     state = build_state(ServerConfig(profile=profile, db_path=args.db, admin_key=admin_key,
-                                     latency_model=args.latency_model))
+                                     latency_model=args.latency_model,
+                                     vector_search=args.vector_search))
     bootstrap_tenant(state)
     uvicorn.run(create_app(state), host=args.host, port=args.port, log_level=args.log_level,
                 access_log=args.log_level in ("info", "debug"), loop=args.loop, http=args.http)

@@ -34,6 +34,7 @@ class ServerConfig:
     admin_key: str
     latency_model: bool = False
     embedding_dim: int = 384
+    vector_search: str = "exact"  # PostgreSQL only: exact or hnsw
 
 
 class BodySizeLimit:
@@ -102,7 +103,7 @@ def build_state(config: ServerConfig) -> ServerState:
     profile = config.profile
     write_pipeline.validate_steps(profile.write_steps)
     search_pipeline.validate_steps(profile.search_steps)
-    storage = open_storage(config.db_path, config.embedding_dim)
+    storage = open_storage(config.db_path, config.embedding_dim, config.vector_search)
     rates = {"write": parse_rate(profile.write_rate), "search": parse_rate(profile.search_rate),
              "bulk": parse_rate(profile.bulk_rate)}
     latency = None

@@ -699,11 +699,11 @@ def monotonic_due(delay_s: float) -> float:
     return time.time() + delay_s
 
 
-def open_storage(db: Path | str, dim: int) -> Storage:
+def open_storage(db: Path | str, dim: int, vector_search: str = "exact") -> Storage:
     """`postgresql://...` -> PostgreSQL + pgvector (the `pg` extra); anything else is a
-    SQLite file path."""
+    SQLite file path. `vector_search` (PostgreSQL): `exact` or `hnsw` (see storage_pg)."""
     if isinstance(db, str) and db.startswith(("postgresql://", "postgres://")):
         from .storage_pg import PostgresStorage  # optional dependency
 
-        return PostgresStorage(db, dim)
+        return PostgresStorage(db, dim, vector_search)
     return SqliteStorage(db, dim)

@@ -3,8 +3,9 @@
 `python -m reference_server --db postgresql://...` selects it. The schema is created at start
 (idempotent). Similarity is pgvector's inner product over unit vectors (= cosine) with an HNSW
 index; a scoped search puts the scope predicate into the SQL query, as MemClaw does, rendered
-by `scope.search_predicate_sql` beside the Python rule it mirrors. HNSW's iterative scan keeps
-a filtered query from returning fewer rows than exist (pgvector >= 0.8).
+by `scope.search_predicate_sql` beside the Python rule it mirrors. Search is exact by default;
+`hnsw` uses the index, whose iterative scan keeps a filtered query from returning fewer rows
+than exist (pgvector >= 0.8) but not from missing near rows (see VECTOR_SEARCH).
 
 Timestamps stay ISO-8601 text, as in SQLite, so ordering and comparisons are the same on both
 backends; `metadata` stays JSON text for the same reason.
@@ -40,6 +41,13 @@ from .storage import (
 if TYPE_CHECKING:
     from .scope import SearchFilter
 
+# Similarity search: `exact` (the default) ranks every visible row of the tenant by true
+# distance; `hnsw` walks the HNSW index (approximate). With the kit's hashing embedder the
+# vectors are near-orthogonal, a case HNSW navigates badly: at 100k rows a filtered HNSW
+# search missed rows exact search returns (benchmarks/bench_recall.py measures it), which
+# would change what a probe sees, so exactness is the default and HNSW an opt-in
+# (`--vector-search hnsw`) for real sentence embeddings.
+VECTOR_SEARCH = ("exact", "hnsw")
 # HNSW search breadth and the iterative scan that keeps filtered queries complete;
 # benchmarks/bench_recall.py measures recall@k against exact search at these settings.
 EF_SEARCH = 100
@@ -199,8 +207,10 @@ class PostgresStorage:
     """One connection (autocommit; explicit transactions for multi-statement writes),
     serialised by a lock like the SQLite store: the server runs one event loop."""
 
-    def __init__(self, url: str, dim: int) -> None:
-        self.url, self.dim = url, dim
+    def __init__(self, url: str, dim: int, vector_search: str = "exact") -> None:
+        if vector_search not in VECTOR_SEARCH:
+            raise ValueError(f"vector_search must be one of {VECTOR_SEARCH}")
+        self.url, self.dim, self.vector_search = url, dim, vector_search
         self._lock = threading.RLock()
         self._db = psycopg.connect(url, autocommit=True, row_factory=dict_row)
         _register_nul_safe_text(self._db)
@@ -386,8 +396,12 @@ class PostgresStorage:
             where.append(clause)
             args.extend(clause_args)
         q = vector.astype(np.float32)
+        # exact: `-(distance)` cannot be served by the HNSW index, so PostgreSQL filters by the
+        # predicate (btree on tenant) and sorts the visible rows by true distance.
+        order = ("embedding <#> %s" if self.vector_search == "hnsw"
+                 else "-(embedding <#> %s) DESC, rowid")  # ties in insertion order, as SQLite
         sql = (f"SELECT {ROW_COLUMNS}, -(embedding <#> %s) AS _sim FROM memories "
-               f"WHERE {' AND '.join(where)} ORDER BY embedding <#> %s LIMIT %s OFFSET %s")
+               f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %s OFFSET %s")
         offset, page = 0, first_page
         while True:
             rows = self._all(sql, (q, *args, q, page, offset))

@@ -45,6 +45,7 @@ class TargetParams(BaseModel):
     # (reference_server/background.py), so the run meets a production-sized store
     storage: Literal["sqlite", "postgres"] = "sqlite"
     background_memories: int = Field(0, ge=0)
+    vector_search: Literal["exact", "hnsw"] = "exact"  # postgres: exact ranking or HNSW
     # live only: `key` = X-API-Key; `headers` = self-hosted MemClaw without a gateway
     auth: Literal["key", "headers"] = "key"
 
@@ -101,13 +102,15 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
         extra += ["--search-rate", params.search_rate]
     db_url = None
     if params.storage == "postgres":
+        extra += ["--vector-search", params.vector_search]
         from reference_server.embedded_pg import shared_database_url
 
         db_url = shared_database_url()
     with ReferenceServer(profile=params.profile, extra_args=tuple(extra),
                          db_url=db_url) as server:
         target = target_for_server(server, params.profile)
-        target.storage = "postgres" if server.db_url else "sqlite"
+        target.storage = (f"postgres ({params.vector_search})" if server.db_url
+                          else "sqlite")
         if params.background_memories:
             from reference_server.background import seed_background
 

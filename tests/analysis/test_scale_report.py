@@ -42,7 +42,7 @@ def test_scale_run_sits_beside_the_paper_scale_run(tmp_path: Path) -> None:
     leak = table.frame[table.frame.metric == "search leak rate (expected deny)"].iloc[0]
     assert leak["paper scale"].startswith("0/164")  # the canonical run: no leak
     assert leak["10x scale"].startswith("72/164")   # read from events.jsonl.gz
-    assert "postgres; 100000 background" in leak["scale run"]
+    assert "postgres (hnsw search); 100000 background" in leak["scale run"]
     canonical = results.canonical
     assert scale_id not in set(canonical.run_id)  # an ablation: never Table 2's run
     runs = results.runs.set_index("run_id")

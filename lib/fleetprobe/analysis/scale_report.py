@@ -61,6 +61,8 @@ def _describe(params: dict[str, Any], experiment: str) -> str:
     target = params.get("target") or {}
     population = " x ".join(str(params.get(k, "?")) for k in POPULATION[experiment])
     storage = target.get("storage") or "sqlite"
+    if storage == "postgres":
+        storage += f" ({target.get('vector_search', 'hnsw')} search)"  # runs before: hnsw
     return f"{population}; {storage}; {target.get('background_memories') or 0} background"
 
 
