@@ -42,9 +42,10 @@ def is_scale_run(params: dict[str, Any]) -> bool:
 
 
 def scale_runs(results: Results) -> pd.DataFrame:
-    runs = results.runs[results.runs.experiment.isin(EXPERIMENTS) & results.runs.complete]
+    runs = results.runs[results.runs.experiment.isin(EXPERIMENTS)
+                        & results.runs.complete.fillna(False).astype(bool)]
     keep = [is_scale_run(json.loads(p) if isinstance(p, str) else {}) for p in runs.params]
-    return runs[keep]
+    return runs[pd.Series(keep, index=runs.index, dtype=bool)]
 
 
 def _cell(results: Results, metric: str, kind: str, run_id: str) -> str:
