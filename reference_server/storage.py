@@ -3,7 +3,7 @@
 Every acknowledged write is committed before the response is sent; the contradiction job
 for a memory is inserted in the same transaction as the memory row, so a restart or a
 `kill -9` loses neither. Vector scores come from an in-memory matrix per tenant, rebuilt
-lazily from the stored embeddings (a PostgreSQL backend would use pgvector instead).
+lazily from the stored embeddings; the scan is exact (PostgreSQL + pgvector: storage_pg.py).
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .scope import SearchFilter
 
 LIVE_STATUSES = ("active", "confirmed", "pending")
 
@@ -182,8 +185,9 @@ class ListFilter:
 
 
 class Storage(Protocol):
-    """What the server needs from a store; SQLite today, PostgreSQL + pgvector later.
-    Every write method commits before it returns."""
+    """What the server needs from a store: `SqliteStorage` here, `PostgresStorage`
+    (storage_pg.py, pgvector) for scale. Every write method commits before it returns.
+    tests/server/test_storage_conformance.py runs the same checks on both."""
 
     # tenants, keys, agents
     def create_tenant(self, tenant_id: str) -> bool: ...
@@ -208,6 +212,8 @@ class Storage(Protocol):
     def find_client_request(self, tenant_id: str, client_request_id: str) -> str | None: ...
     def ranked_by_similarity(self, tenant_id: str, vector: np.ndarray,
                              min_similarity: float) -> tuple[np.ndarray, np.ndarray]: ...
+    def similar_rows(self, tenant_id: str, vector: np.ndarray, min_similarity: float,
+                     visible: SearchFilter | None = None) -> Iterator[tuple[dict, float]]: ...
     def rows_by_rowids(self, rowids: Sequence[int]) -> dict[int, dict]: ...
     def iter_memories(self, flt: ListFilter) -> Iterator[dict]: ...
     def successors_of(self, tenant_id: str, ids: Sequence[str]) -> list[dict]: ...
@@ -281,13 +287,32 @@ class VectorIndex:
 
     def ranked(self, tenant_id: str, vector: np.ndarray,
                min_similarity: float) -> tuple[np.ndarray, np.ndarray]:
+        parts = list(self.ranked_chunks(tenant_id, vector, min_similarity, first=None))
+        if not parts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    def ranked_chunks(self, tenant_id: str, vector: np.ndarray, min_similarity: float,
+                      first: int | None = 256) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(rowids, sims) at or above the threshold, most similar first (ties in insertion
+        order), exact. The best `first` come from a partial sort, the rest only if the
+        consumer asks: a search usually stops after a few dozen rows."""
         n = self._count.get(tenant_id, 0)
         if n == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        sims = self._matrix[tenant_id][:n] @ vector
-        keep = np.nonzero(sims >= min_similarity)[0]
-        order = keep[np.argsort(-sims[keep], kind="stable")]
-        return self._rowids[tenant_id][order], sims[order]
+            return
+        sims = self._matrix[tenant_id][:n] @ vector.astype(np.float32, copy=False)
+        keep = np.flatnonzero(sims >= min_similarity)
+        rest = None
+        if first is not None and keep.size > first:
+            kept = sims[keep]
+            cut = kept[np.argpartition(-kept, first - 1)[first - 1]]
+            head = kept >= cut  # every tie of the cut too: the order stays exact
+            keep, rest = keep[head], keep[~head]
+        for chunk in (keep, rest):
+            if chunk is None or chunk.size == 0:
+                continue
+            order = chunk[np.argsort(-sims[chunk], kind="stable")]
+            yield self._rowids[tenant_id][order], sims[order]
 
 
 class SqliteStorage:
@@ -453,15 +478,42 @@ class SqliteStorage:
                       "LIMIT 1", (tenant_id, client_request_id))
         return r["id"] if r else None
 
-    def ranked_by_similarity(self, tenant_id: str, vector: np.ndarray,
-                             min_similarity: float) -> tuple[np.ndarray, np.ndarray]:
+    def _load_index(self, tenant_id: str) -> None:
         with self._lock:
             if not self.index.loaded(tenant_id):
                 rows = self._db.execute(
                     "SELECT rowid, embedding FROM memories WHERE tenant_id = ? "
                     "AND embedding IS NOT NULL ORDER BY rowid", (tenant_id,)).fetchall()
                 self.index.load(tenant_id, [(r[0], r[1]) for r in rows])
+
+    def ranked_by_similarity(self, tenant_id: str, vector: np.ndarray,
+                             min_similarity: float) -> tuple[np.ndarray, np.ndarray]:
+        self._load_index(tenant_id)
+        with self._lock:
             return self.index.ranked(tenant_id, vector, min_similarity)
+
+    def similar_rows(self, tenant_id: str, vector: np.ndarray, min_similarity: float,
+                     visible: SearchFilter | None = None) -> Iterator[tuple[dict, float]]:
+        """The tenant's rows, most similar first (exact scan of the in-memory matrix), down
+        to `min_similarity`; with `visible`, only the rows it admits. Lazy: rows are read in
+        growing chunks, so a search that stops after a few dozen rows reads a few dozen."""
+        self._load_index(tenant_id)
+        with self._lock:
+            chunks = list(self.index.ranked_chunks(tenant_id, vector, min_similarity))
+        size = 64
+        for rowids, sims in chunks:
+            start = 0
+            while start < len(rowids):
+                ids = rowids[start:start + size].tolist()
+                rows = self.rows_by_rowids(ids)
+                for rowid, sim in zip(ids, sims[start:start + size].tolist(), strict=True):
+                    row = rows.get(rowid)
+                    if row is None or row["tenant_id"] != tenant_id:
+                        continue
+                    if visible is None or visible.admits(row):
+                        yield row, sim
+                start += size
+                size = min(size * 2, 1024)
 
     def rows_by_rowids(self, rowids: Sequence[int]) -> dict[int, dict]:
         if len(rowids) == 0:
@@ -472,7 +524,7 @@ class SqliteStorage:
         return {r["_rowid"]: _row(r) for r in rows}
 
     def iter_memories(self, flt: ListFilter, chunk: int = 500) -> Iterator[dict]:
-        where, args = _list_where(flt)
+        where, args = list_where(flt)
         direction = "DESC" if flt.order == "desc" else "ASC"
         sql = (f"SELECT {ROW_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
                f"ORDER BY {flt.sort} {direction}, id {direction} LIMIT ? OFFSET ?")
@@ -633,29 +685,30 @@ _SORTABLE = {"created_at", "weight", "memory_type", "agent_id", "status", "recal
              "fleet_id", "tenant_id", "expires_at", "deleted_at"}
 
 
-def _list_where(flt: ListFilter) -> tuple[list[str], list[Any]]:
+def list_where(flt: ListFilter, mark: str = "?") -> tuple[list[str], list[Any]]:
+    """The list filter as SQL clauses and parameters (`mark`: the driver's placeholder)."""
     if flt.sort not in _SORTABLE:
         raise ValueError(f"unsortable column {flt.sort}")
-    where, args = ["tenant_id = ?"], [flt.tenant_id]
+    where, args = [f"tenant_id = {mark}"], [flt.tenant_id]
     equals = {"fleet_id": flt.fleet_id, "agent_id": flt.agent_id,
               "memory_type": flt.memory_type, "status": flt.status, "run_id": flt.run_id}
     for column, value in equals.items():
         if value is not None:
-            where.append(f"{column} = ?")
+            where.append(f"{column} = {mark}")
             args.append(value)
     if flt.exclude_memory_types:
-        where.append(f"memory_type NOT IN ({', '.join('?' for _ in flt.exclude_memory_types)})")
+        where.append(f"memory_type NOT IN ({', '.join(mark for _ in flt.exclude_memory_types)})")
         args.extend(flt.exclude_memory_types)
     if flt.created_after:
-        where.append("created_at > ?")
+        where.append(f"created_at > {mark}")
         args.append(flt.created_after)
     if flt.created_before:
-        where.append("created_at < ?")
+        where.append(f"created_at < {mark}")
         args.append(flt.created_before)
     if not flt.include_deleted:
         where.append("deleted_at IS NULL")
     if flt.after:
-        where.append("(created_at < ? OR (created_at = ? AND id < ?))")
+        where.append(f"(created_at < {mark} OR (created_at = {mark} AND id < {mark}))")
         args.extend([flt.after[0], flt.after[0], flt.after[1]])
     return where, args
 
@@ -676,3 +729,13 @@ def _entity(r: sqlite3.Row) -> dict:
 def monotonic_due(delay_s: float) -> float:
     """Detection due times are wall-clock epochs so they survive a restart."""
     return time.time() + delay_s
+
+
+def open_storage(db: Path | str, dim: int, vector_search: str = "exact") -> Storage:
+    """`postgresql://...` -> PostgreSQL + pgvector (the `pg` extra); anything else is a
+    SQLite file path. `vector_search` (PostgreSQL): `exact` or `hnsw` (see storage_pg)."""
+    if isinstance(db, str) and db.startswith(("postgresql://", "postgres://")):
+        from .storage_pg import PostgresStorage  # optional dependency
+
+        return PostgresStorage(db, dim, vector_search)
+    return SqliteStorage(db, dim)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fleetprobe.client import Credential, MemClawClient
 
@@ -78,6 +78,13 @@ class TargetParams(BaseModel):
     # the credential shape (module docstring); for `reference` the bundled server is started
     # demanding that shape (`key` = its gateway keys)
     auth: LiveAuth = "key"
+    # reference only (scale runs): the server's storage, `sqlite` (a file) or `postgres` (a
+    # fresh database on an embedded PostgreSQL + pgvector: the `pg` extra), and background
+    # memories written into the run's tenant through the storage layer before the run
+    # (reference_server/background.py), so the run meets a production-sized store
+    storage: Literal["sqlite", "postgres"] = "sqlite"
+    background_memories: int = Field(0, ge=0)
+    vector_search: Literal["exact", "hnsw"] = "exact"  # postgres: exact ranking or HNSW
     # the name the report judges this run under; None = default_label()
     label: str | None = None
 
@@ -160,6 +167,8 @@ class Target:
         tenant_id, raw_key = self.server.create_tenant()
         self.secrets = self.secrets | {raw_key}
         return Credential(kind="tenant", tenant_id=tenant_id, key=raw_key)
+    storage: str | None = None  # reference: sqlite / postgres
+    background_memories: int = 0
 
     def manifest_entry(self) -> dict[str, Any]:
         return {
@@ -180,6 +189,8 @@ class Target:
                 "backend_store": self.info.get("backend_store"),
                 "outbound_refused": (self.info.get("network") or {}).get("outbound_refused")}
                if self.kind == "backend" else {}),
+            **({"storage": self.storage, "background_memories": self.background_memories}
+               if self.storage else {}),
         }
 
 
@@ -211,7 +222,13 @@ def server_launch(params: TargetParams) -> dict[str, Any]:
         extra += ["--bulk-rate", params.bulk_rate]
     if params.embedder:
         extra += ["--embedder", params.embedder]
-    return {"profile": params.profile, "extra_args": tuple(extra),
+    db_url = None
+    if params.storage == "postgres":
+        extra += ["--vector-search", params.vector_search]
+        from reference_server.embedded_pg import shared_database_url
+
+        db_url = shared_database_url()
+    return {"profile": params.profile, "extra_args": tuple(extra), "db_url": db_url,
             "auth": "gateway" if params.auth == "key" else params.auth}
 
 
@@ -245,7 +262,16 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
     except ReferenceServerError as exc:
         raise TargetError(str(exc)) from exc
     with server:
-        yield target_for_server(server, params.profile, label=params.label)
+        target = target_for_server(server, params.profile, label=params.label)
+        target.storage = (f"postgres ({params.vector_search})" if server.db_url
+                          else "sqlite")
+        if params.background_memories:  # a production-sized store before the run
+            from reference_server.background import seed_background
+
+            seed_background(server.db_url or server.db_path, target.tenant.tenant_id,
+                            params.background_memories)
+            target.background_memories = params.background_memories
+        yield target
 
 
 @contextmanager

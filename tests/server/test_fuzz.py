@@ -161,13 +161,26 @@ def target() -> Iterator[Target]:
         assert "Traceback" not in log, log  # no handler crashed on any generated input
 
 
+def table_counts(server: ReferenceServer) -> dict[str, int]:
+    """Row counts of every table (but the agent registry), SQLite file or PostgreSQL."""
+    if server.db_url:
+        import psycopg
+
+        with psycopg.connect(server.db_url) as db:
+            tables = [r[0] for r in db.execute("SELECT tablename FROM pg_tables "
+                                               "WHERE schemaname = 'public'")]
+            return {t: db.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0]
+                    for t in tables if t not in SIDE_EFFECT_TABLES}
+    with sqlite3.connect(f"file:{server.db_path}?mode=ro", uri=True) as db:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                  if r[0] not in SIDE_EFFECT_TABLES]
+        return {t: db.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables}
+
+
 def store_snapshot(target: Target) -> tuple[dict[str, int], list[tuple]]:
     """Row counts of every table in the server's database (but the agent registry), and the
     tenant's memories as the list endpoint shows them (every page, deleted rows included)."""
-    with sqlite3.connect(f"file:{target.server.db_path}?mode=ro", uri=True) as db:
-        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
-                  if r[0] not in SIDE_EFFECT_TABLES]
-        counts = {t: db.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables}
+    counts = table_counts(target.server)
     rows: list[tuple] = []
     params: dict[str, Any] = {"tenant_id": target.tenant_id, "limit": 500,
                               "include_deleted": "true"}

@@ -21,6 +21,7 @@ from fleetprobe.analysis import (
     figures,
     html_report,
     matrix_report,
+    scale_report,
     separation_report,
     tables,
     verdict,
@@ -40,10 +41,11 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
             raise ValueError(f"no run named {', '.join(unknown)} under {traces_root}")
         verdicts = verdict.judge_all(results)
         table_list = [*tables.build_tables(results, verdicts),
-                      faults_report.faults_table(results)]
+                      faults_report.faults_table(results), scale_report.scale_table(results)]
         table_paths = {t.name: tables.write_table(t, out_dir / "tables") for t in table_list}
         figure_outputs = figures.write_figures(results, out_dir / "figures")
         reproduction = verdict.write_reproduction(results, out_dir / "REPRODUCTION.md", verdicts)
+        scale_report.append_section(reproduction, table_list[-1])
         faults_report.append_to_reproduction(results, reproduction)
         separation = separation_report.build(results, out_dir)  # not a paper claim: own section
         matrix = matrix_report.write(results.con, out_dir)  # reports/MATRIX.md (beyond the paper)

@@ -196,16 +196,21 @@ def _pick(group: pd.DataFrame, selected: Sequence[str]) -> pd.Series | None:
 
 
 def _meets(name: str, rule: Any, recorded: dict[str, Any]) -> bool:
-    """A rule is a value the param must equal, or {not_null: true}: recorded and not null."""
+    """A rule is a value the param must equal, {not_null: true}: recorded and not null, or
+    {at_most: n}: recorded and <= n (a population no larger than the paper's)."""
     if name not in recorded:
         return False
     if isinstance(rule, dict) and rule.get("not_null"):
         return recorded[name] is not None
+    if isinstance(rule, dict) and "at_most" in rule:
+        return recorded[name] is not None and recorded[name] <= rule["at_most"]
     return recorded[name] == rule
 
 
 def _difference(name: str, rule: Any, recorded: dict[str, Any]) -> str:
-    headline = "not null" if isinstance(rule, dict) and rule.get("not_null") else rule
+    headline = ("not null" if isinstance(rule, dict) and rule.get("not_null")
+                else f"at most {rule['at_most']}" if isinstance(rule, dict) and "at_most" in rule
+                else rule)
     value = "unrecorded" if name not in recorded else (
         "null" if recorded[name] is None else recorded[name])
     return f"{name}: {value} (headline: {headline})"

@@ -1,0 +1,105 @@
+"""The Scale table: leakage and propagation at 10x the paper's population (params/scale10x:
+PostgreSQL + pgvector storage, 100k background memories per tenant) beside the paper-scale
+canonical runs of the same profile. Same metric views, same Wilson intervals; scale runs are
+ablations by headline_params (a larger population than the paper's), so they never enter
+Table 2. `make scale10x` makes the runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fleetprobe.analysis.results import Results
+from fleetprobe.analysis.tables import Table
+
+# (experiment, metric view, kind, label)
+METRICS: tuple[tuple[str, str, str, str], ...] = (
+    ("leakage", "leakage_get_exposure", "rate", "tenant-key GET exposure (cross-scope)"),
+    ("leakage", "leakage_search_leak", "rate", "search leak rate (expected deny)"),
+    ("leakage", "leakage_search_miss", "rate", "search miss rate (expected allow)"),
+    ("leakage", "leakage_access_latency", "latency", "GET-by-id latency"),
+    ("leakage", "leakage_search_latency", "latency", "search latency"),
+    ("propagation", "propagation_sibling_visibility", "rate", "sibling visibility"),
+    ("propagation", "propagation_cross_fleet_leak", "rate", "cross-fleet leak"),
+    ("propagation", "propagation_window_latency", "latency", "write-to-visible window"),
+)
+EXPERIMENTS = ("leakage", "propagation")
+POPULATION = {"leakage": ("fleets", "agents_per_fleet"),
+              "propagation": ("n_siblings", "n_foreign")}
+NO_RUNS = ("No 10x scale runs under the traces yet: run `make scale10x` (leakage and "
+           "propagation at 10x the paper's population on PostgreSQL + pgvector, 100k "
+           "background memories per tenant).")
+
+
+def is_scale_run(params: dict[str, Any]) -> bool:
+    """A run against a production-sized store: background memories or PostgreSQL storage."""
+    target = params.get("target") or {}
+    return bool(target.get("background_memories")) or target.get("storage") == "postgres"
+
+
+def scale_runs(results: Results) -> pd.DataFrame:
+    runs = results.runs[results.runs.experiment.isin(EXPERIMENTS)
+                        & results.runs.complete.fillna(False).astype(bool)]
+    keep = [is_scale_run(json.loads(p) if isinstance(p, str) else {}) for p in runs.params]
+    return runs[pd.Series(keep, index=runs.index, dtype=bool)]
+
+
+def _cell(results: Results, metric: str, kind: str, run_id: str) -> str:
+    if kind == "rate":
+        r = results.measured_rate(metric, run_id)
+        return "" if r is None else f"{r.k}/{r.n} = {r.value:.3f} [{r.low:.3f}, {r.high:.3f}]"
+    lat = results.measured_latency(metric, run_id)
+    if not lat or "p50" not in lat:
+        return ""
+    return f"p50 {lat['p50']:.1f} / p99 {lat.get('p99', float('nan')):.1f} ms (n {lat['n']:.0f})"
+
+
+def _describe(params: dict[str, Any], experiment: str) -> str:
+    target = params.get("target") or {}
+    population = " x ".join(str(params.get(k, "?")) for k in POPULATION[experiment])
+    storage = target.get("storage") or "sqlite"
+    if storage == "postgres":
+        storage += f" ({target.get('vector_search', 'hnsw')} search)"  # runs before: hnsw
+    return f"{population}; {storage}; {target.get('background_memories') or 0} background"
+
+
+def scale_table(results: Results) -> Table:
+    scale = scale_runs(results)
+    rows = []
+    for _, run in scale.sort_values(["experiment", "run_id"]).iterrows():
+        params = json.loads(run.params)
+        base = results.canonical_run(run.experiment, run.profile)
+        base_params = json.loads(base.params) if base is not None and base.params else {}
+        for experiment, metric, kind, label in METRICS:
+            if experiment != run.experiment:
+                continue
+            rows.append({
+                "experiment": experiment, "profile": run.profile, "metric": label,
+                "paper scale": "" if base is None else _cell(results, metric, kind,
+                                                             base.run_id),
+                "10x scale": _cell(results, metric, kind, run.run_id),
+                "paper-scale run": "" if base is None else
+                f"{base.run_id} ({_describe(base_params, experiment)})",
+                "scale run": f"{run.run_id} ({_describe(params, experiment)})",
+            })
+    note = ("Population: leakage fleets x agents per fleet, propagation siblings x foreign "
+            "readers. Rates k/n = value [95% Wilson CI]; latencies as the harness measured "
+            "them (client side, loopback). Scale runs have raised rate limits and no pacing, "
+            "with 8 requests in flight on one server process, so their latencies include "
+            "queueing; paper-scale runs are paced. The paper-scale column is the canonical "
+            "run of the same profile.")
+    if not rows:
+        return Table("scale", "Scale: 10x the paper's population", pd.DataFrame(), NO_RUNS)
+    return Table("scale", "Scale: 10x the paper's population", pd.DataFrame(rows), note)
+
+
+def append_section(reproduction: Path, table: Table) -> None:
+    """The Scale table as the last section of REPRODUCTION.md."""
+    body = f"_{table.note}_" if table.empty else (
+        table.frame.to_markdown(index=False) + f"\n\n{table.note}")
+    with Path(reproduction).open("a") as out:
+        out.write(f"\n## {table.title}\n\n{body}\n")

@@ -1,0 +1,589 @@
+"""PostgreSQL + pgvector storage behind the `Storage` protocol (what MemClaw runs on).
+
+`python -m reference_server --db postgresql://...` selects it. The schema is created at start
+(idempotent). Similarity is pgvector's inner product over unit vectors (= cosine) with an HNSW
+index; a scoped search puts the scope predicate into the SQL query, as MemClaw does, rendered
+by `scope.search_predicate_sql` beside the Python rule it mirrors. Search is exact by default;
+`hnsw` uses the index, whose iterative scan keeps a filtered query from returning fewer rows
+than exist (pgvector >= 0.8) but not from missing near rows (see VECTOR_SEARCH).
+
+Timestamps stay ISO-8601 text, as in SQLite, so ordering and comparisons are the same on both
+backends; `metadata` stays JSON text for the same reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.abc import Buffer
+from psycopg.rows import dict_row
+from psycopg.types.string import StrBinaryDumper, StrDumperUnknown, TextLoader
+
+from .storage import (
+    LIVE_STATUSES,
+    MEMORY_COLUMNS,
+    AgentRow,
+    IdempotencyRecord,
+    KeyRow,
+    ListFilter,
+    list_where,
+    now_iso,
+)
+
+if TYPE_CHECKING:
+    from .scope import SearchFilter
+
+# Similarity search: `exact` (the default) ranks every visible row of the tenant by true
+# distance; `hnsw` walks the HNSW index (approximate). With the kit's hashing embedder the
+# vectors are near-orthogonal, a case HNSW navigates badly: at 100k rows a filtered HNSW
+# search missed rows exact search returns (benchmarks/bench_recall.py measures it), which
+# would change what a probe sees, so exactness is the default and HNSW an opt-in
+# (`--vector-search hnsw`) for real sentence embeddings.
+VECTOR_SEARCH = ("exact", "hnsw")
+# HNSW search breadth and the iterative scan that keeps filtered queries complete;
+# benchmarks/bench_recall.py measures recall@k against exact search at these settings.
+EF_SEARCH = 100
+ITERATIVE_SCAN = "strict_order"
+MAX_SCAN_TUPLES = 100_000
+# A bulk seed this large drops the HNSW index, copies, and rebuilds it (much faster).
+BULK_REBUILD_ROWS = 5_000
+
+
+def schema_sql(dim: int) -> str:
+    return f"""
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE IF NOT EXISTS tenants (
+    tenant_id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_hash TEXT PRIMARY KEY,
+    id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    agent_id TEXT,
+    kind TEXT NOT NULL,
+    key_prefix TEXT NOT NULL,
+    label TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS agents (
+    tenant_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    fleet_id TEXT,
+    display_name TEXT,
+    trust_level INTEGER NOT NULL DEFAULT 1,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, agent_id)
+);
+CREATE TABLE IF NOT EXISTS memories (
+    rowid BIGSERIAL UNIQUE,
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    fleet_id TEXT,
+    agent_id TEXT NOT NULL,
+    memory_type TEXT NOT NULL,
+    title TEXT,
+    content TEXT NOT NULL,
+    weight DOUBLE PRECISION NOT NULL DEFAULT 0.5,
+    source_uri TEXT,
+    run_id TEXT,
+    metadata TEXT,
+    content_hash TEXT NOT NULL,
+    client_request_id TEXT,
+    created_at TEXT NOT NULL,
+    expires_at TEXT,
+    deleted_at TEXT,
+    ts_valid_start TEXT,
+    ts_valid_end TEXT,
+    subject_entity_id TEXT,
+    predicate TEXT,
+    object_value TEXT,
+    status TEXT NOT NULL DEFAULT 'active',
+    visibility TEXT NOT NULL DEFAULT 'scope_team',
+    recall_count INTEGER NOT NULL DEFAULT 0,
+    last_recalled_at TEXT,
+    supersedes_id TEXT,
+    embedding vector({dim})
+);
+CREATE INDEX IF NOT EXISTS ix_memories_tenant_created ON memories (tenant_id, created_at);
+CREATE INDEX IF NOT EXISTS ix_memories_hash ON memories (tenant_id, content_hash);
+CREATE INDEX IF NOT EXISTS ix_memories_subject ON memories (tenant_id, subject_entity_id);
+CREATE INDEX IF NOT EXISTS ix_memories_supersedes ON memories (supersedes_id);
+CREATE INDEX IF NOT EXISTS ix_memories_request ON memories (tenant_id, client_request_id);
+{HNSW_INDEX}
+CREATE TABLE IF NOT EXISTS entities (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    fleet_id TEXT,
+    entity_type TEXT NOT NULL,
+    canonical_name TEXT NOT NULL,
+    attributes TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ix_entities_match ON entities (tenant_id, entity_type, canonical_name);
+CREATE TABLE IF NOT EXISTS memory_entity_links (
+    memory_id TEXT NOT NULL,
+    entity_id TEXT NOT NULL,
+    role TEXT,
+    PRIMARY KEY (memory_id, entity_id)
+);
+CREATE INDEX IF NOT EXISTS ix_links_entity ON memory_entity_links (entity_id);
+CREATE TABLE IF NOT EXISTS detection_jobs (
+    memory_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    due_at DOUBLE PRECISION NOT NULL,
+    enqueued_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS idempotency (
+    tenant_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    status_code INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, key)
+);
+"""
+
+
+# Unit vectors: inner product is cosine, and `<#>` (negative inner product) is the cheapest
+# distance. m / ef_construction are pgvector's defaults.
+HNSW_INDEX = ("CREATE INDEX IF NOT EXISTS ix_memories_embedding ON memories "
+              "USING hnsw (embedding vector_ip_ops) WITH (m = 16, ef_construction = 64);")
+ROW_COLUMNS = "rowid AS _rowid, " + ", ".join(MEMORY_COLUMNS)
+ROW_COLUMNS_M = "m.rowid AS _rowid, " + ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
+
+
+# PostgreSQL text cannot hold NUL; SQLite and MemClaw's wire can. Every string crossing the
+# driver (parameters and text results alike, so comparisons agree) is escaped reversibly:
+# NUL -> ESC "0", ESC -> ESC ESC, with ESC a private-use character.
+ESC = "\ue000"
+_UNESCAPE = re.compile("\ue000(.)", re.DOTALL)
+
+
+def _escape_nul(text: str) -> str:
+    if "\x00" not in text and ESC not in text:
+        return text
+    return text.replace(ESC, ESC + ESC).replace("\x00", ESC + "0")
+
+
+def _unescape_nul(text: str) -> str:
+    if ESC not in text:
+        return text
+    return _UNESCAPE.sub(lambda m: "\x00" if m.group(1) == "0" else m.group(1), text)
+
+
+class _NulSafeStrDumper(StrDumperUnknown):
+    def dump(self, obj: str) -> bytes | bytearray | memoryview:
+        return super().dump(_escape_nul(obj))
+
+
+class _NulSafeStrBinaryDumper(StrBinaryDumper):
+    def dump(self, obj: str) -> bytes | bytearray | memoryview:
+        return super().dump(_escape_nul(obj))
+
+
+class _NulSafeTextLoader(TextLoader):
+    def load(self, data: Buffer) -> str:
+        return _unescape_nul(super().load(data))
+
+
+def _register_nul_safe_text(conn: psycopg.Connection) -> None:
+    conn.adapters.register_dumper(str, _NulSafeStrDumper)
+    conn.adapters.register_dumper(str, _NulSafeStrBinaryDumper)
+    conn.adapters.register_loader("text", _NulSafeTextLoader)
+
+
+class PostgresStorage:
+    """One connection (autocommit; explicit transactions for multi-statement writes),
+    serialised by a lock like the SQLite store: the server runs one event loop."""
+
+    def __init__(self, url: str, dim: int, vector_search: str = "exact") -> None:
+        if vector_search not in VECTOR_SEARCH:
+            raise ValueError(f"vector_search must be one of {VECTOR_SEARCH}")
+        self.url, self.dim, self.vector_search = url, dim, vector_search
+        self._lock = threading.RLock()
+        self._db = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+        _register_nul_safe_text(self._db)
+        with self._db.cursor() as cur:
+            # Two servers starting on one fresh database race on CREATE EXTENSION / TABLE:
+            # an advisory lock makes schema creation one at a time.
+            cur.execute("SELECT pg_advisory_lock(8130013)")
+            try:
+                cur.execute(schema_sql(dim))
+            finally:
+                cur.execute("SELECT pg_advisory_unlock(8130013)")
+        register_vector(self._db)
+        with self._db.cursor() as cur:
+            cur.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
+            cur.execute(f"SET hnsw.iterative_scan = {ITERATIVE_SCAN}")
+            cur.execute(f"SET hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Cursor]:
+        with self._lock, self._db.transaction(), self._db.cursor() as cur:
+            yield cur
+
+    def _one(self, sql: str, args: Sequence[Any] = ()) -> dict | None:
+        with self._lock:
+            return self._db.execute(sql, args).fetchone()
+
+    def _all(self, sql: str, args: Sequence[Any] = ()) -> list[dict]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    # tenants and keys --------------------------------------------------------------------
+
+    def create_tenant(self, tenant_id: str) -> bool:
+        with self._tx() as cur:
+            cur.execute("INSERT INTO tenants VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                        (tenant_id, now_iso()))
+            return cur.rowcount == 1
+
+    def tenant_exists(self, tenant_id: str) -> bool:
+        return self._one("SELECT 1 FROM tenants WHERE tenant_id = %s", (tenant_id,)) is not None
+
+    def add_key(self, key_hash: str, row: KeyRow, label: str | None = None) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                "INSERT INTO api_keys VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (key_hash) DO UPDATE SET id = excluded.id, "
+                "tenant_id = excluded.tenant_id, agent_id = excluded.agent_id, "
+                "kind = excluded.kind, key_prefix = excluded.key_prefix, "
+                "label = excluded.label, created_at = excluded.created_at",
+                (key_hash, row.id, row.tenant_id, row.agent_id, row.kind, row.key_prefix,
+                 label, row.created_at))
+
+    def find_key(self, key_hash: str) -> KeyRow | None:
+        r = self._one("SELECT id, tenant_id, agent_id, kind, key_prefix, created_at "
+                      "FROM api_keys WHERE key_hash = %s", (key_hash,))
+        return KeyRow(**r) if r else None
+
+    # agents ------------------------------------------------------------------------------
+
+    def get_agent(self, tenant_id: str, agent_id: str) -> AgentRow | None:
+        r = self._one("SELECT tenant_id, agent_id, fleet_id, trust_level, display_name, "
+                      "created_at, updated_at FROM agents WHERE tenant_id = %s "
+                      "AND agent_id = %s", (tenant_id, agent_id))
+        return AgentRow(**r) if r else None
+
+    def upsert_agent(self, agent: AgentRow) -> None:
+        now = now_iso()
+        with self._tx() as cur:
+            cur.execute(
+                "INSERT INTO agents VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (tenant_id, agent_id) DO UPDATE SET fleet_id = excluded.fleet_id, "
+                "display_name = excluded.display_name, trust_level = excluded.trust_level, "
+                "updated_at = excluded.updated_at",
+                (agent.tenant_id, agent.agent_id, agent.fleet_id, agent.display_name,
+                 agent.trust_level, agent.created_at or now, now))
+
+    # memories ----------------------------------------------------------------------------
+
+    def insert_memory(self, row: dict, embedding: np.ndarray | None,
+                      links: Sequence[tuple[str, str]] = (), detection_due_at: float | None = None,
+                      idempotency: IdempotencyRecord | None = None) -> None:
+        """Row, entity links, detection job and idempotency record commit together."""
+        values = _encode(row)
+        if embedding is not None:
+            values["embedding"] = embedding.astype(np.float32)
+        cols = ", ".join(values)
+        marks = ", ".join("%s" for _ in values)
+        with self._tx() as cur:
+            cur.execute(f"INSERT INTO memories ({cols}) VALUES ({marks})", tuple(values.values()))
+            if links:
+                cur.executemany("INSERT INTO memory_entity_links VALUES (%s, %s, %s) "
+                                "ON CONFLICT DO NOTHING",
+                                [(row["id"], eid, role) for eid, role in links])
+            if detection_due_at is not None:
+                cur.execute("INSERT INTO detection_jobs VALUES (%s, %s, %s, %s) "
+                            "ON CONFLICT (memory_id) DO UPDATE SET due_at = excluded.due_at, "
+                            "enqueued_at = excluded.enqueued_at",
+                            (row["id"], row["tenant_id"], detection_due_at, now_iso()))
+            if idempotency is not None:
+                cur.execute("INSERT INTO idempotency VALUES (%s, %s, %s, %s, %s, %s) "
+                            "ON CONFLICT (tenant_id, key) DO UPDATE SET "
+                            "request_hash = excluded.request_hash, "
+                            "status_code = excluded.status_code, body = excluded.body, "
+                            "created_at = excluded.created_at",
+                            (idempotency.tenant_id, idempotency.key, idempotency.request_hash,
+                             idempotency.status_code, idempotency.body, now_iso()))
+
+    def insert_many(self, rows: Sequence[dict], embeddings: Sequence[np.ndarray]) -> None:
+        """Seeding (benchmarks, fixtures): COPY in one transaction, no jobs. A large seed
+        drops the HNSW index and rebuilds it after the copy (minutes faster at 100k)."""
+        if not rows:
+            return
+        cols = [*rows[0], "embedding"]
+        rebuild = len(rows) >= BULK_REBUILD_ROWS
+        with self._tx() as cur:
+            if rebuild:
+                cur.execute("DROP INDEX IF EXISTS ix_memories_embedding")
+            with cur.copy(f"COPY memories ({', '.join(cols)}) FROM STDIN") as copy:
+                for row, emb in zip(rows, embeddings, strict=True):
+                    copy.write_row([*_encode(row).values(),
+                                    "[" + ",".join(map(repr, emb.astype(np.float32).tolist()))
+                                    + "]"])
+            if rebuild:
+                cur.execute("SET LOCAL maintenance_work_mem = '1GB'")
+                cur.execute(HNSW_INDEX)
+        with self._lock:
+            self._db.execute("ANALYZE memories")
+
+    def get_memory(self, tenant_id: str, memory_id: str) -> dict | None:
+        r = self._one(f"SELECT {ROW_COLUMNS}, embedding FROM memories WHERE tenant_id = %s "
+                      "AND id = %s", (tenant_id, memory_id))
+        if r is None:
+            return None
+        emb = r.pop("embedding")
+        row = _row(r)
+        if emb is not None:
+            emb = emb.to_numpy() if hasattr(emb, "to_numpy") else np.asarray(emb)
+            emb = emb.astype(np.float32).tobytes()
+        row["embedding"] = emb
+        return row
+
+    def memories_by_ids(self, tenant_id: str, ids: Sequence[str]) -> list[dict]:
+        if not ids:
+            return []
+        rows = self._all(f"SELECT {ROW_COLUMNS} FROM memories WHERE tenant_id = %s "
+                         "AND id = ANY(%s)", (tenant_id, list(ids)))
+        return [_row(r) for r in rows]
+
+    def find_exact_duplicate(self, tenant_id: str, fleet_id: str | None, agent_id: str,
+                             content_hash: str) -> str | None:
+        r = self._one("SELECT id FROM memories WHERE tenant_id = %s AND content_hash = %s "
+                      "AND fleet_id IS NOT DISTINCT FROM %s AND agent_id = %s "
+                      "AND deleted_at IS NULL LIMIT 1",
+                      (tenant_id, content_hash, fleet_id, agent_id))
+        return r["id"] if r else None
+
+    def find_client_request(self, tenant_id: str, client_request_id: str) -> str | None:
+        r = self._one("SELECT id FROM memories WHERE tenant_id = %s AND client_request_id = %s "
+                      "LIMIT 1", (tenant_id, client_request_id))
+        return r["id"] if r else None
+
+    def ranked_by_similarity(self, tenant_id: str, vector: np.ndarray,
+                             min_similarity: float) -> tuple[np.ndarray, np.ndarray]:
+        rowids, sims = [], []
+        for row, sim in self.similar_rows(tenant_id, vector, min_similarity):
+            rowids.append(row["_rowid"])
+            sims.append(sim)
+        return np.asarray(rowids, dtype=np.int64), np.asarray(sims, dtype=np.float32)
+
+    def similar_rows(self, tenant_id: str, vector: np.ndarray, min_similarity: float,
+                     visible: SearchFilter | None = None,
+                     first_page: int = 16) -> Iterator[tuple[dict, float]]:
+        """The tenant's rows, most similar first, down to `min_similarity`; with `visible`,
+        only rows its scope predicate admits (in the SQL, so the HNSW scan walks past the
+        rest). Lazy: pages of growing size, so a consumer that stops early pays for one."""
+        where, args = ["tenant_id = %s", "embedding IS NOT NULL"], [tenant_id]
+        if visible is not None:
+            clause, clause_args = visible.sql("%s")
+            where.append(clause)
+            args.extend(clause_args)
+        q = vector.astype(np.float32)
+        # exact: `-(distance)` cannot be served by the HNSW index, so PostgreSQL filters by the
+        # predicate (btree on tenant) and sorts the visible rows by true distance.
+        order = ("embedding <#> %s" if self.vector_search == "hnsw"
+                 else "-(embedding <#> %s) DESC, rowid")  # ties in insertion order, as SQLite
+        sql = (f"SELECT {ROW_COLUMNS}, -(embedding <#> %s) AS _sim FROM memories "
+               f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %s OFFSET %s")
+        offset, page = 0, first_page
+        while True:
+            rows = self._all(sql, (q, *args, q, page, offset))
+            for r in rows:
+                sim = float(r.pop("_sim"))
+                if sim < min_similarity:
+                    return
+                yield _row(r), sim
+            if len(rows) < page:
+                return
+            offset += page
+            page = min(page * 4, 4096)
+
+    def rows_by_rowids(self, rowids: Sequence[int]) -> dict[int, dict]:
+        if len(rowids) == 0:
+            return {}
+        rows = self._all(f"SELECT {ROW_COLUMNS} FROM memories WHERE rowid = ANY(%s)",
+                         ([int(x) for x in rowids],))
+        return {r["_rowid"]: _row(r) for r in rows}
+
+    def iter_memories(self, flt: ListFilter, chunk: int = 500) -> Iterator[dict]:
+        where, args = list_where(flt, "%s")
+        direction = "DESC" if flt.order == "desc" else "ASC"
+        # SQLite sorts NULLs first ascending and last descending; PostgreSQL the reverse.
+        nulls = "NULLS LAST" if direction == "DESC" else "NULLS FIRST"
+        sql = (f"SELECT {ROW_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
+               f"ORDER BY {flt.sort} {direction} {nulls}, id {direction} LIMIT %s OFFSET %s")
+        offset = 0
+        while True:
+            rows = self._all(sql, (*args, chunk, offset))
+            yield from (_row(r) for r in rows)
+            if len(rows) < chunk:
+                return
+            offset += chunk
+
+    def successors_of(self, tenant_id: str, ids: Sequence[str]) -> list[dict]:
+        if not ids:
+            return []
+        rows = self._all(f"SELECT {ROW_COLUMNS} FROM memories WHERE tenant_id = %s AND "
+                         "deleted_at IS NULL AND supersedes_id = ANY(%s)",
+                         (tenant_id, list(ids)))
+        return [_row(r) for r in rows]
+
+    def update_memory(self, row: dict, changes: dict[str, Any], embedding: np.ndarray | None,
+                      links: Sequence[tuple[str, str]] | None) -> None:
+        """Column changes (and a new embedding / link set) in one transaction."""
+        values = _encode(changes)
+        if embedding is not None:
+            values["embedding"] = embedding.astype(np.float32)
+        assignments = ", ".join(f"{column} = %s" for column in values)
+        with self._tx() as cur:
+            if values:
+                cur.execute(f"UPDATE memories SET {assignments} WHERE id = %s",
+                            (*values.values(), row["id"]))
+            if links is not None:
+                cur.execute("DELETE FROM memory_entity_links WHERE memory_id = %s", (row["id"],))
+                if links:
+                    cur.executemany("INSERT INTO memory_entity_links VALUES (%s, %s, %s) "
+                                    "ON CONFLICT DO NOTHING",
+                                    [(row["id"], eid, role) for eid, role in links])
+
+    def update_status(self, tenant_id: str, memory_id: str, status: str) -> None:
+        with self._tx() as cur:
+            cur.execute("UPDATE memories SET status = %s WHERE tenant_id = %s AND id = %s",
+                        (status, tenant_id, memory_id))
+
+    def soft_delete(self, tenant_id: str, memory_id: str) -> None:
+        with self._tx() as cur:
+            cur.execute("UPDATE memories SET status = 'deleted', deleted_at = %s "
+                        "WHERE tenant_id = %s AND id = %s", (now_iso(), tenant_id, memory_id))
+
+    def reassign(self, tenant_id: str, memory_ids: Sequence[str], agent_id: str) -> None:
+        """Redistribute: new owner; a private row becomes fleet-visible (MemClaw: promoted)."""
+        with self._tx() as cur:
+            cur.execute(
+                "UPDATE memories SET agent_id = %s, visibility = CASE visibility WHEN "
+                "'scope_agent' THEN 'scope_team' ELSE visibility END "
+                "WHERE tenant_id = %s AND id = ANY(%s)", (agent_id, tenant_id, list(memory_ids)))
+
+    # contradiction detection -------------------------------------------------------------
+
+    def due_jobs(self, now: float, limit: int = 50) -> list[tuple[str, str]]:
+        rows = self._all("SELECT memory_id, tenant_id FROM detection_jobs WHERE due_at <= %s "
+                         "ORDER BY due_at LIMIT %s", (now, limit))
+        return [(r["memory_id"], r["tenant_id"]) for r in rows]
+
+    def next_due_at(self) -> float | None:
+        r = self._one("SELECT min(due_at) AS due FROM detection_jobs")
+        return r["due"] if r and r["due"] is not None else None
+
+    def detection_pending(self, memory_id: str) -> bool:
+        return self._one("SELECT 1 FROM detection_jobs WHERE memory_id = %s",
+                         (memory_id,)) is not None
+
+    def rdf_candidates(self, row: dict) -> list[dict]:
+        """Live rows of the same tenant and fleet (strict) asserting another object for the
+        same subject and predicate."""
+        rows = self._all(
+            f"SELECT {ROW_COLUMNS} FROM memories WHERE tenant_id = %s "
+            "AND fleet_id IS NOT DISTINCT FROM %s AND subject_entity_id = %s "
+            "AND lower(predicate) = lower(%s) AND object_value <> %s "
+            "AND status = ANY(%s) AND deleted_at IS NULL AND id <> %s",
+            (row["tenant_id"], row["fleet_id"], row["subject_entity_id"], row["predicate"],
+             row["object_value"], list(LIVE_STATUSES), row["id"]))
+        return [_row(r) for r in rows]
+
+    def complete_detection(self, memory_id: str,
+                           supersessions: Sequence[tuple[str, str]]) -> None:
+        """Apply (newer_id, older_id) pairs and drop the job, in one transaction."""
+        with self._tx() as cur:
+            for newer_id, older_id in supersessions:
+                cur.execute("UPDATE memories SET status = 'outdated' WHERE id = %s "
+                            "AND deleted_at IS NULL", (older_id,))
+                cur.execute("UPDATE memories SET supersedes_id = %s WHERE id = %s "
+                            "AND supersedes_id IS NULL", (older_id, newer_id))
+            cur.execute("DELETE FROM detection_jobs WHERE memory_id = %s", (memory_id,))
+
+    # entities ----------------------------------------------------------------------------
+
+    def find_entity(self, tenant_id: str, entity_type: str, canonical_name: str,
+                    fleet_id: str | None) -> dict | None:
+        r = self._one("SELECT * FROM entities WHERE tenant_id = %s AND entity_type = %s "
+                      "AND canonical_name = %s AND fleet_id IS NOT DISTINCT FROM %s",
+                      (tenant_id, entity_type, canonical_name, fleet_id))
+        return _entity(r) if r else None
+
+    def get_entity(self, tenant_id: str, entity_id: str) -> dict | None:
+        r = self._one("SELECT * FROM entities WHERE tenant_id = %s AND id = %s",
+                      (tenant_id, entity_id))
+        return _entity(r) if r else None
+
+    def save_entity(self, entity: dict) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                "INSERT INTO entities VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (id) DO UPDATE SET tenant_id = excluded.tenant_id, "
+                "fleet_id = excluded.fleet_id, entity_type = excluded.entity_type, "
+                "canonical_name = excluded.canonical_name, attributes = excluded.attributes, "
+                "created_at = excluded.created_at",
+                (entity["id"], entity["tenant_id"], entity["fleet_id"], entity["entity_type"],
+                 entity["canonical_name"], json.dumps(entity["attributes"]),
+                 entity["created_at"]))
+
+    def entity_links_of(self, memory_ids: Sequence[str]) -> dict[str, list[dict]]:
+        if not memory_ids:
+            return {}
+        rows = self._all("SELECT memory_id, entity_id, role FROM memory_entity_links "
+                         "WHERE memory_id = ANY(%s)", (list(memory_ids),))
+        links: dict[str, list[dict]] = {}
+        for r in rows:
+            links.setdefault(r["memory_id"], []).append(
+                {"entity_id": r["entity_id"], "role": r["role"]})
+        return links
+
+    def memories_linked_to(self, tenant_id: str, entity_id: str) -> list[dict]:
+        rows = self._all(f"SELECT {ROW_COLUMNS_M} FROM memories m JOIN memory_entity_links l "
+                         "ON l.memory_id = m.id WHERE m.tenant_id = %s AND l.entity_id = %s "
+                         "AND m.deleted_at IS NULL ORDER BY m.created_at DESC",
+                         (tenant_id, entity_id))
+        return [_row(r) for r in rows]
+
+    # idempotency -------------------------------------------------------------------------
+
+    def get_idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+        r = self._one("SELECT tenant_id, key, request_hash, status_code, body FROM idempotency "
+                      "WHERE tenant_id = %s AND key = %s", (tenant_id, key))
+        return IdempotencyRecord(**r) if r else None
+
+
+def _encode(row: dict) -> dict:
+    values = dict(row)
+    if values.get("metadata") is not None:
+        values["metadata"] = json.dumps(values["metadata"])
+    return values
+
+
+def _row(r: dict) -> dict:
+    if r.get("metadata") is not None:
+        r["metadata"] = json.loads(r["metadata"])
+    return r
+
+
+def _entity(r: dict) -> dict:
+    r["attributes"] = json.loads(r["attributes"])
+    return r

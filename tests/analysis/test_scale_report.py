@@ -1,0 +1,59 @@
+"""The Scale table: 10x runs (PostgreSQL, background memories) beside the paper-scale canonical
+run, kept out of Table 2; read from a gzip-compressed events file as committed."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+from fleetprobe.analysis import scale_report
+from fleetprobe.analysis.report import build
+from fleetprobe.analysis.results import Results
+
+from .fixtures.builders import PAPER_PLANNED, build_fixture_traces, leakage_bulk, write_run
+
+SCALE_PARAMS = {"fleets": 4, "agents_per_fleet": 60,
+                "target": {"kind": "reference", "storage": "postgres",
+                           "background_memories": 100000}}
+
+
+def _scale_run(root: Path) -> str:
+    run = write_run(root, "20260601T120000Z-leakage-seed7", "leakage",
+                    leakage_bulk("fleet_id", "fleet_ids", foreign_fleet_secrets_leak=True),
+                    planned=PAPER_PLANNED["leakage"], started_minute=500, params=SCALE_PARAMS)
+    events = run / "events.jsonl"
+    with gzip.GzipFile(run / "events.jsonl.gz", "wb", mtime=0) as packed:
+        packed.write(events.read_bytes())
+    events.unlink()
+    return run.name
+
+
+def test_no_scale_runs_says_how_to_make_them(tmp_path: Path) -> None:
+    build_fixture_traces(tmp_path)
+    table = scale_report.scale_table(Results.load(tmp_path))
+    assert table.empty and "make scale10x" in table.note
+
+
+def test_scale_run_sits_beside_the_paper_scale_run(tmp_path: Path) -> None:
+    build_fixture_traces(tmp_path)
+    scale_id = _scale_run(tmp_path)
+    results = Results.load(tmp_path)
+    table = scale_report.scale_table(results)
+    leak = table.frame[table.frame.metric == "search leak rate (expected deny)"].iloc[0]
+    assert leak["paper scale"].startswith("0/164")  # the canonical run: no leak
+    assert leak["10x scale"].startswith("72/164")   # read from events.jsonl.gz
+    assert "postgres (hnsw search); 100000 background" in leak["scale run"]
+    canonical = results.canonical
+    assert scale_id not in set(canonical.run_id)  # an ablation: never Table 2's run
+    runs = results.runs.set_index("run_id")
+    assert "agents_per_fleet: 60 (headline: at most 6)" in runs.loc[scale_id, "differs"]
+
+
+def test_report_writes_the_scale_section(tmp_path: Path) -> None:
+    build_fixture_traces(tmp_path / "traces")
+    _scale_run(tmp_path / "traces")
+    built = build(tmp_path / "traces", tmp_path / "out")
+    page = (tmp_path / "out" / "REPRODUCTION.md").read_text()
+    assert "## Scale: 10x the paper's population" in page and "72/164" in page
+    assert (tmp_path / "out" / "tables" / "scale.md").is_file()
+    assert not built["tables"]["scale"].empty

@@ -1,0 +1,387 @@
+"""One conformance suite for every `Storage` backend: SQLite (always) and PostgreSQL + pgvector
+(`make test-pg`, which sets FLEETPROBE_DB=postgres and runs an embedded server from a wheel).
+
+The scope rules live in Python (`scope.search_row_visible`); PostgreSQL applies them as SQL
+(`scope.search_predicate_sql`). The tests below check, over an enumerated set of rows and
+principals, that the SQL admits exactly the rows the Python rule admits, and that a store's
+scoped similarity search returns exactly those rows, most similar first. Rows carry distinct
+random unit vectors: HNSW over identical vectors is degenerate, which would test the index,
+not the predicate.
+
+The HTTP-level server tests (tests/server, tests/harness) run on PostgreSQL too under
+FLEETPROBE_DB=postgres: `ReferenceServer` then stores in a fresh PostgreSQL database.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reference_server.profiles import get_profile
+from reference_server.scope import SearchFilter, SearchScope, Viewer, search_predicate_sql
+from reference_server.storage import (
+    AgentRow,
+    IdempotencyRecord,
+    KeyRow,
+    ListFilter,
+    SqliteStorage,
+    Storage,
+    open_storage,
+)
+
+DIM = 16
+PG = os.environ.get("FLEETPROBE_DB") == "postgres"
+BACKENDS = [
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.skipif(
+        not PG, reason="PostgreSQL backend: make test-pg (FLEETPROBE_DB=postgres)")),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def open_store(backend: str, tmp_path: Path) -> Iterator[Callable[..., Storage]]:
+    """Opens (and reopens) one store of the backend; closes every handle at the end."""
+    if backend == "postgres":
+        from reference_server.embedded_pg import shared_database_url
+
+        location: Path | str = shared_database_url()
+    else:
+        location = tmp_path / "store.db"
+    handles: list[Storage] = []
+
+    def open_(vector_search: str = "exact") -> Storage:
+        handles.append(open_storage(location, DIM, vector_search))
+        return handles[-1]
+
+    yield open_
+    for handle in handles:
+        handle.close()
+
+
+@pytest.fixture
+def store(open_store: Callable[[], Storage]) -> Storage:
+    return open_store()
+
+
+def unit(rng: np.random.Generator) -> np.ndarray:
+    v = rng.standard_normal(DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def memory(mid: str, tenant: str = "t1", **fields: object) -> dict:
+    row = {"id": mid, "tenant_id": tenant, "fleet_id": "f1", "agent_id": "a1",
+           "memory_type": "fact", "title": None, "content": f"content of {mid}",
+           "weight": 0.5, "source_uri": None, "run_id": None, "metadata": {"k": mid},
+           "content_hash": f"h-{mid}", "client_request_id": None,
+           "created_at": f"2026-01-01T00:00:{len(mid):02d}.000000+00:00", "expires_at": None,
+           "deleted_at": None, "ts_valid_start": None, "ts_valid_end": None,
+           "subject_entity_id": None, "predicate": None, "object_value": None,
+           "status": "active", "visibility": "scope_team", "recall_count": 0,
+           "last_recalled_at": None, "supersedes_id": None}
+    row.update(fields)
+    return row
+
+
+def strip(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k not in ("_rowid", "embedding")}
+
+
+# --- the enumerated scope set ---------------------------------------------------------------
+
+FLEETS = (None, "f1", "f2")
+VISIBILITIES = ("scope_agent", "scope_team", "scope_org")
+AGENTS = ("a1", "a2")
+STATUSES = ("active", "pending", "outdated", "conflicted")
+DELETED = (None, "2026-02-01T00:00:00.000000+00:00")
+TYPES = ("fact", "episode")
+VALID_STARTS = (None, "2026-01-01T00:00:00.000000+00:00", "2026-06-01T00:00:00.000000+00:00")
+
+
+def enumerated_rows() -> list[dict]:
+    rows = []
+    for i, (fleet, vis, agent, status, deleted, mtype, start) in enumerate(itertools.product(
+            FLEETS, VISIBILITIES, AGENTS, STATUSES, DELETED, TYPES, VALID_STARTS)):
+        rows.append(memory(f"m{i:04d}", fleet_id=fleet, visibility=vis, agent_id=agent,
+                           status=status, deleted_at=deleted, memory_type=mtype,
+                           ts_valid_start=start))
+    return rows
+
+
+def enumerated_filters() -> list[SearchFilter]:
+    filters = []
+    for profile_name, viewer, fleet_ids, agent_filter, status, mtype, valid_at in (
+            itertools.product(("memclaw-2026-05-30", "naive"), (None, "a1", "a2"),
+                              ((), ("f1",), ("f1", "f2")), (None, "a1"),
+                              (None, "outdated", "conflicted", "active"), (None, "fact"),
+                              (None, "2026-03-01T00:00:00.000000+00:00"))):
+        scope = SearchScope(Viewer(viewer), fleet_ids, agent_filter, status, mtype)
+        filters.append(SearchFilter(get_profile(profile_name), scope, valid_at))
+    return filters
+
+
+ROWS = enumerated_rows()
+FILTERS = enumerated_filters()
+
+
+def test_enumeration_covers_both_outcomes() -> None:
+    """The set is not degenerate: every filter admits some rows and refuses others, and
+    between them the filters admit every live, non-deleted row somewhere."""
+    admitted = [{r["id"] for r in ROWS if f.admits(r)} for f in FILTERS]
+    assert all(len(a) < len(ROWS) for a in admitted)  # deleted rows: never
+    assert sum(1 for a in admitted if not a) < len(FILTERS) // 4
+    live = {r["id"] for r in ROWS if r["deleted_at"] is None}
+    assert set().union(*admitted) == live
+
+
+def test_sql_predicate_is_the_python_rule(backend: str, store: Storage) -> None:
+    """`search_predicate_sql` (plus valid_at) selects exactly what `SearchFilter.admits`
+    admits, for every enumerated row and principal, evaluated by the backend's own SQL."""
+    rng = np.random.default_rng(13)
+    if backend == "postgres":
+        store.insert_many(ROWS, [unit(rng) for _ in ROWS])
+        run = store._all  # type: ignore[attr-defined]
+        mark = "%s"
+    else:
+        db = sqlite3.connect(":memory:")
+        db.row_factory = sqlite3.Row
+        cols = ", ".join(ROWS[0])
+        db.execute(f"CREATE TABLE memories ({cols})")
+        db.executemany(f"INSERT INTO memories VALUES ({', '.join('?' for _ in ROWS[0])})",
+                       [tuple(str(v) if isinstance(v, dict) else v for v in r.values())
+                        for r in ROWS])
+        run = lambda sql, args: db.execute(sql, args).fetchall()  # noqa: E731
+        mark = "?"
+    mismatches = []
+    for flt in FILTERS:
+        clause, args = flt.sql(mark)
+        got = {r["id"] for r in run(f"SELECT id FROM memories WHERE tenant_id = {mark} "
+                                    f"AND {clause}", ["t1", *args])}
+        want = {r["id"] for r in ROWS if flt.admits(r)}
+        if got != want:
+            mismatches.append((flt, sorted(got ^ want)[:5]))
+    assert not mismatches, mismatches[:3]
+
+
+def test_predicate_without_governance_keeps_only_the_hard_filters() -> None:
+    naive = get_profile("naive")
+    clause, args = search_predicate_sql(naive, SearchScope(Viewer(None), ("f1",), None, None,
+                                                           None))
+    assert "fleet_id" not in clause and "scope_agent" not in clause
+    assert "deleted_at IS NULL" in clause and args == ["outdated", "conflicted"]
+
+
+@pytest.mark.parametrize("vector_search", ["exact", "hnsw"])
+def test_scoped_similarity_search_returns_exactly_the_visible_rows(
+        backend: str, open_store: Callable[..., Storage], vector_search: str) -> None:
+    """The store's scoped search (PostgreSQL: predicate in the SQL; exact ranking, or the
+    HNSW index forced) returns every row the Python rule admits and no other, in
+    similarity order."""
+    if backend == "sqlite" and vector_search == "hnsw":
+        pytest.skip("SQLite ranks exactly only")
+    store = open_store(vector_search)
+    rng = np.random.default_rng(7)
+    vectors = [unit(rng) for _ in ROWS]
+    store.insert_many(ROWS, vectors)
+    store.insert_many([memory("other-tenant", tenant="t2")], [vectors[0]])
+    if vector_search == "hnsw":
+        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+            store._db.execute(f"SET {setting} = off")  # type: ignore[attr-defined]
+        plan = store._all(  # type: ignore[attr-defined]
+            "EXPLAIN SELECT id FROM memories WHERE tenant_id = 't1' "
+            "ORDER BY embedding <#> %s LIMIT 10", (vectors[0],))
+        assert "ix_memories_embedding" in " ".join(r["QUERY PLAN"] for r in plan)
+    matrix = np.stack(vectors)
+    for i, flt in enumerate(FILTERS[::4]):
+        query = unit(rng)
+        got = list(store.similar_rows("t1", query, -2.0, flt))
+        want = [r["id"] for r in ROWS if flt.admits(r)]
+        assert sorted(r["id"] for r, _ in got) == sorted(want), (i, flt)
+        sims = [s for _, s in got]
+        assert sims == sorted(sims, reverse=True)
+        exact = {r["id"]: float(matrix[j] @ query) for j, r in enumerate(ROWS)}
+        assert all(abs(exact[r["id"]] - s) < 1e-4 for r, s in got)
+
+
+def test_similarity_threshold_and_order_are_exact(store: Storage) -> None:
+    rng = np.random.default_rng(3)
+    rows = [memory(f"s{i:03d}") for i in range(300)]
+    vectors = [unit(rng) for _ in rows]
+    store.insert_many(rows, vectors)
+    query = unit(rng)
+    sims = np.stack(vectors) @ query
+    want = [rows[i]["id"] for i in np.argsort(-sims, kind="stable") if sims[i] >= 0.2]
+    got = [r["id"] for r, _ in store.similar_rows("t1", query, 0.2)]
+    assert got == want
+    rowids, ranked = store.ranked_by_similarity("t1", query, 0.2)
+    by_rowid = store.rows_by_rowids(rowids.tolist())
+    assert [by_rowid[r]["id"] for r in rowids.tolist()] == want
+    assert np.all(np.diff(ranked) <= 1e-6)
+    assert list(store.similar_rows("nobody", query, -2.0)) == []
+
+
+def test_sqlite_partial_sort_keeps_ties_in_insertion_order(tmp_path: Path) -> None:
+    """The SQLite scan sorts only the best rows first; ties across that cut stay exact."""
+    store = SqliteStorage(tmp_path / "ties.db", DIM)
+    v = unit(np.random.default_rng(1))
+    rows = [memory(f"tie{i:04d}") for i in range(600)]
+    store.insert_many(rows, [v] * len(rows))
+    got = [r["id"] for r, _ in store.similar_rows("t1", v, 0.5)]
+    assert got == [r["id"] for r in rows]
+    store.close()
+
+
+# --- the rest of the protocol -------------------------------------------------------------
+
+def test_tenants_keys_agents(store: Storage) -> None:
+    assert store.create_tenant("t1") is True
+    assert store.create_tenant("t1") is False
+    assert store.tenant_exists("t1") and not store.tenant_exists("t9")
+    key = KeyRow("k1", "t1", "a1", "agent", "fp_ab", "2026-01-01")
+    store.add_key("hash1", key, label="x")
+    store.add_key("hash1", key, label="again")  # replace, not duplicate
+    assert store.find_key("hash1") == key and store.find_key("nope") is None
+    store.upsert_agent(AgentRow("t1", "a1", "f1", 1, "Ann"))
+    first = store.get_agent("t1", "a1")
+    store.upsert_agent(AgentRow("t1", "a1", "f2", 3, "Ann", first.created_at))
+    agent = store.get_agent("t1", "a1")
+    assert (agent.fleet_id, agent.trust_level, agent.created_at) == ("f2", 3, first.created_at)
+    assert store.get_agent("t2", "a1") is None
+
+
+def test_insert_read_back_and_survive_reopen(open_store: Callable[[], Storage]) -> None:
+    store = open_store()
+    rng = np.random.default_rng(5)
+    v = unit(rng)
+    row = memory("m1", content="NUL \x00 and \ue000 private-use text", fleet_id=None)
+    idem = IdempotencyRecord("t1", "idem-1", "rh", 201, '{"id": "m1"}')
+    store.insert_memory(row, v, [("e1", "subject"), ("e2", None)], 123.0, idem)
+    store.close()
+    store = open_store()  # committed means durable across a reopen
+    got = store.get_memory("t1", "m1")
+    assert strip(got) == row
+    assert np.frombuffer(got["embedding"], dtype=np.float32).tolist() == v.tolist()
+    assert store.get_memory("t2", "m1") is None
+    assert [strip(r) for r in store.memories_by_ids("t1", ["m1", "zz"])] == [row]
+    assert store.get_idempotency("t1", "idem-1") == idem
+    assert store.get_idempotency("t1", "idem-2") is None
+    links = store.entity_links_of(["m1"])["m1"]
+    assert sorted(links, key=str) == sorted([{"entity_id": "e1", "role": "subject"},
+                                             {"entity_id": "e2", "role": None}], key=str)
+    assert store.detection_pending("m1") and store.next_due_at() == 123.0
+    assert store.due_jobs(100.0) == [] and store.due_jobs(200.0) == [("m1", "t1")]
+    assert store.find_exact_duplicate("t1", None, "a1", "h-m1") == "m1"
+    assert store.find_exact_duplicate("t1", "f1", "a1", "h-m1") is None
+    assert store.find_exact_duplicate("t1", None, "a2", "h-m1") is None
+
+
+def test_client_request_and_rowids(store: Storage) -> None:
+    store.insert_many([memory("m1", client_request_id="req-1"), memory("m2")],
+                      [unit(np.random.default_rng(i)) for i in range(2)])
+    assert store.find_client_request("t1", "req-1") == "m1"
+    assert store.find_client_request("t2", "req-1") is None
+    m1 = store.get_memory("t1", "m1")
+    assert store.rows_by_rowids([m1["_rowid"]])[m1["_rowid"]]["id"] == "m1"
+    assert store.rows_by_rowids([]) == {}
+
+
+def test_list_filters_sort_and_cursor(store: Storage) -> None:
+    rows = [memory(f"r{i}", created_at=f"2026-01-0{i + 1}T00:00:00.000000+00:00",
+                   fleet_id="f1" if i % 2 else "f2", weight=i / 10,
+                   expires_at=None if i % 3 else f"2027-01-0{i + 1}T00:00:00+00:00",
+                   memory_type="episode" if i == 4 else "fact")
+            for i in range(6)]
+    rows[5]["deleted_at"] = "2026-02-01T00:00:00.000000+00:00"
+    store.insert_many(rows, [unit(np.random.default_rng(i)) for i in range(6)])
+    ids = lambda **kw: [r["id"] for r in store.iter_memories(ListFilter("t1", **kw))]  # noqa: E731
+    assert ids() == ["r4", "r3", "r2", "r1", "r0"]
+    assert ids(include_deleted=True)[0] == "r5"
+    assert ids(fleet_id="f1") == ["r3", "r1"]
+    assert ids(exclude_memory_types=["episode"]) == ["r3", "r2", "r1", "r0"]
+    assert ids(sort="weight", order="asc") == ["r0", "r1", "r2", "r3", "r4"]
+    # NULLs first ascending, last descending, on both backends
+    assert ids(sort="expires_at", order="asc") == ["r1", "r2", "r4", "r0", "r3"]
+    assert ids(sort="expires_at", order="desc") == ["r3", "r0", "r4", "r2", "r1"]
+    assert ids(after=(rows[3]["created_at"], "r3")) == ["r2", "r1", "r0"]
+    assert ids(created_after=rows[1]["created_at"], created_before=rows[4]["created_at"]) == [
+        "r3", "r2"]
+    chunked = [r["id"] for r in store.iter_memories(ListFilter("t1"), chunk=2)]
+    assert chunked == ["r4", "r3", "r2", "r1", "r0"]
+
+
+def test_updates_status_delete_reassign(store: Storage) -> None:
+    rng = np.random.default_rng(9)
+    store.insert_many([memory("m1", visibility="scope_agent"), memory("m2")],
+                      [unit(rng), unit(rng)])
+    row = store.get_memory("t1", "m1")
+    new_vector = unit(rng)
+    store.update_memory(row, {"content": "changed content", "metadata": {"v": 2}}, new_vector,
+                        [("e9", "object")])
+    got = store.get_memory("t1", "m1")
+    assert got["content"] == "changed content" and got["metadata"] == {"v": 2}
+    assert store.entity_links_of(["m1"]) == {"m1": [{"entity_id": "e9", "role": "object"}]}
+    top, sim = next(iter(store.similar_rows("t1", new_vector, 0.0)))
+    assert top["id"] == "m1" and sim == pytest.approx(1.0, abs=1e-5)
+    store.update_memory(got, {}, None, [])
+    assert store.entity_links_of(["m1"]) == {}
+    store.update_status("t1", "m2", "pending")
+    assert store.get_memory("t1", "m2")["status"] == "pending"
+    store.reassign("t1", ["m1", "m2"], "a7")
+    m1, m2 = store.get_memory("t1", "m1"), store.get_memory("t1", "m2")
+    assert (m1["agent_id"], m1["visibility"]) == ("a7", "scope_team")  # promoted
+    assert (m2["agent_id"], m2["visibility"]) == ("a7", "scope_team")
+    store.soft_delete("t1", "m2")
+    m2 = store.get_memory("t1", "m2")
+    assert m2["status"] == "deleted" and m2["deleted_at"] is not None
+
+
+def test_detection_rdf_candidates_and_supersession(store: Storage) -> None:
+    rng = np.random.default_rng(11)
+    triple = {"subject_entity_id": "s1", "predicate": "Region", "object_value": "eu"}
+    rows = [memory("old", **triple),
+            memory("new", **{**triple, "predicate": "region", "object_value": "us"}),
+            memory("same", **triple),  # same object: no contradiction
+            memory("other-fleet", **{**triple, "object_value": "ap"}, fleet_id="f2"),
+            memory("gone", **{**triple, "object_value": "sa"},
+                   deleted_at="2026-02-01T00:00:00+00:00"),
+            memory("stale", **{**triple, "object_value": "af"}, status="outdated")]
+    store.insert_many(rows, [unit(rng) for _ in rows])
+    new = store.get_memory("t1", "new")
+    assert sorted(r["id"] for r in store.rdf_candidates(new)) == ["old", "same"]
+    store.insert_memory(memory("job", content="job row"), unit(rng), (), 1.0)
+    store.complete_detection("job", [("new", "old")])
+    assert store.get_memory("t1", "old")["status"] == "outdated"
+    assert store.get_memory("t1", "new")["supersedes_id"] == "old"
+    assert [r["id"] for r in store.successors_of("t1", ["old"])] == ["new"]
+    assert not store.detection_pending("job") and store.next_due_at() is None
+
+
+def test_entities(store: Storage) -> None:
+    entity = {"id": "e1", "tenant_id": "t1", "fleet_id": None, "entity_type": "service",
+              "canonical_name": "ledger", "attributes": {"tier": 1},
+              "created_at": "2026-01-01T00:00:00+00:00"}
+    store.save_entity(entity)
+    store.save_entity({**entity, "attributes": {"tier": 2}})  # upsert
+    assert store.find_entity("t1", "service", "ledger", None)["attributes"] == {"tier": 2}
+    assert store.find_entity("t1", "service", "ledger", "f1") is None
+    assert store.get_entity("t1", "e1")["canonical_name"] == "ledger"
+    assert store.get_entity("t2", "e1") is None
+    rng = np.random.default_rng(2)
+    store.insert_memory(memory("a", created_at="2026-01-01T00:00:01+00:00"), unit(rng),
+                        [("e1", "subject")])
+    store.insert_memory(memory("bb", created_at="2026-01-01T00:00:02+00:00"), unit(rng),
+                        [("e1", None)])
+    store.insert_memory(memory("ccc", deleted_at="2026-01-02T00:00:00+00:00"), unit(rng),
+                        [("e1", None)])
+    assert [r["id"] for r in store.memories_linked_to("t1", "e1")] == ["bb", "a"]
+    assert store.memories_linked_to("t2", "e1") == []
