@@ -127,7 +127,7 @@ def expand_entity_graph(ctx: SearchContext) -> None:
     hops = ctx.profile.graph_max_hops
     if hops < 0:
         return
-    scope, valid_at = ctx.scope, iso(ctx.request.valid_at)
+    visible = SearchFilter(ctx.profile, ctx.scope, iso(ctx.request.valid_at))
     tenant = ctx.request.tenant_id
     frontier = [e["id"] for e in ctx.storage.entities_named_in(tenant, ctx.request.query)]
     seen_entities = set(frontier)
@@ -137,8 +137,7 @@ def expand_entity_graph(ctx: SearchContext) -> None:
             for row in ctx.storage.memories_linked_to(tenant, entity_id):
                 if len(ctx.graph_rows) >= GRAPH_MAX_ROWS:
                     return
-                if row["id"] in ctx.graph_hops or not (
-                        search_row_visible(ctx.profile, scope, row) and _valid_at(row, valid_at)):
+                if row["id"] in ctx.graph_hops or not visible.admits(row):
                     continue
                 ctx.graph_hops[row["id"]] = hop
                 ctx.graph_rows.append(row)
