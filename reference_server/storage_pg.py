@@ -257,7 +257,12 @@ class PostgresStorage:
         return self._one("SELECT 1 FROM tenants WHERE tenant_id = %s", (tenant_id,)) is not None
 
     def add_key(self, key_hash: str, row: KeyRow, label: str | None = None) -> None:
+        """An agent key replaces every earlier key of the same agent (re-provisioning
+        revokes), in the same transaction."""
         with self._tx() as cur:
+            if row.agent_id is not None:
+                cur.execute("DELETE FROM api_keys WHERE tenant_id = %s AND agent_id = %s",
+                            (row.tenant_id, row.agent_id))
             cur.execute(
                 "INSERT INTO api_keys VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (key_hash) DO UPDATE SET id = excluded.id, "
@@ -290,6 +295,17 @@ class PostgresStorage:
                 "updated_at = excluded.updated_at",
                 (agent.tenant_id, agent.agent_id, agent.fleet_id, agent.display_name,
                  agent.trust_level, agent.created_at or now, now))
+
+    def delete_agent(self, tenant_id: str, agent_id: str) -> bool:
+        """The agent row and every key of the agent, in one transaction (its memories stay).
+        False when there was no such agent."""
+        with self._tx() as cur:
+            cur.execute("DELETE FROM agents WHERE tenant_id = %s AND agent_id = %s",
+                        (tenant_id, agent_id))
+            deleted = cur.rowcount == 1
+            cur.execute("DELETE FROM api_keys WHERE tenant_id = %s AND agent_id = %s",
+                        (tenant_id, agent_id))
+            return deleted
 
     # memories ----------------------------------------------------------------------------
 
@@ -562,6 +578,16 @@ class PostgresStorage:
                          "AND m.deleted_at IS NULL ORDER BY m.created_at DESC",
                          (tenant_id, entity_id))
         return [_row(r) for r in rows]
+
+    def entities_named_in(self, tenant_id: str, text: str, limit: int = 10) -> list[dict]:
+        """Entities whose canonical name (3+ characters) occurs in `text`, case-insensitive:
+        the seeds of the search's graph expansion."""
+        rows = self._all("SELECT * FROM entities WHERE tenant_id = %s "
+                         "AND length(canonical_name) >= 3 "
+                         "AND strpos(lower(%s), lower(canonical_name)) > 0 "
+                         "ORDER BY length(canonical_name) DESC, id LIMIT %s",
+                         (tenant_id, text, limit))
+        return [_entity(r) for r in rows]
 
     # idempotency -------------------------------------------------------------------------
 
