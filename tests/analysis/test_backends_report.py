@@ -46,7 +46,7 @@ def test_backends_table_rows(tmp_path: Path) -> None:
         frame = backends_table(results, tmp_path).frame.set_index("metric")
     finally:
         results.con.close()
-    leak = frame.loc["search leak (expected-deny probes that returned it)"]
+    leak = frame.loc["search leak (expected-deny probes that returned it; documented variant)"]
     assert leak.applicability == "applicable" and leak.result.startswith("3/10 = 0.300")
     assert frame.loc["GET-by-id exposure, tenant key (expected deny)"].result.startswith("10/10")
     moved = frame.loc["redistribute re-homes the row"]

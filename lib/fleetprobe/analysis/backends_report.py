@@ -28,8 +28,10 @@ from fleetprobe.analysis.tables import Table, write_table  # noqa: E402
 BACKEND_PREFIX = "backend-"
 # (metric view row, experiment, what it counts, the signal a governed store keeps low/high)
 METRICS: tuple[tuple[str, str, str], ...] = (
-    ("leakage_search_leak", "leakage", "search leak (expected-deny probes that returned it)"),
-    ("leakage_search_miss", "leakage", "search miss (expected-allow probes that missed it)"),
+    ("leakage_search_leak", "leakage",
+     "search leak (expected-deny probes that returned it; documented variant)"),
+    ("leakage_search_miss", "leakage",
+     "search miss (expected-allow probes that missed it; documented variant)"),
     ("leakage_get_exposure", "leakage", "GET-by-id exposure, tenant key (expected deny)"),
     ("leakage_agent_get_leak", "leakage", "GET-by-id leak, agent keys (expected deny)"),
     ("leakage_agent_get_miss", "leakage", "GET-by-id miss, agent keys (expected allow)"),
@@ -195,7 +197,9 @@ def backends_figure(results: Results, out_dir: Path, table: Table | None = None,
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"backends_leakage.{ext}" for ext in ("png", "pdf")]
     for path in paths:
-        fig.savefig(path)
+        fig.savefig(path, metadata=(
+            {"CreationDate": None, "Producer": None, "Creator": None}
+            if path.suffix == ".pdf" else {"Software": None}))
     plt.close(fig)
     return paths, ""
 

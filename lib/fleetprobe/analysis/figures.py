@@ -176,7 +176,8 @@ def fig5_visibility(results: Results, out_dir: Path) -> FigureOutput:
     name, title = "fig5_visibility", "Fig. 5: visibility by reader relation"
     runs = _canonical(results, "propagation")
     counts = results.view("propagation_visibility_by_relation", list(runs.run_id))
-    counts = counts[counts.probes > 0]
+    # a total order: drawing order must not depend on how DuckDB returned the rows
+    counts = counts[counts.probes > 0].sort_values(["run_id", "reader_relation"])
     if counts.empty:
         return FigureOutput(name, title, note=_none("propagation", "probes"))
     rates = [rate(int(k), int(n)) for k, n in zip(counts.visible, counts.probes, strict=True)]

@@ -180,8 +180,9 @@ def load(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
     for view in ("matrix_summary", "matrix_cells", "matrix_gap_catalogue",
                  "matrix_cross_tenant", "matrix_paper_rates", "matrix_not_applicable",
                  "matrix_agent_drift"):
+        # ORDER BY ALL: a total order, so committed tables are a pure function of the traces
         frame = con.execute(f"SELECT * FROM {view} WHERE run_id IN "
-                            f"(SELECT unnest(?::VARCHAR[]))", [ids]).df()
+                            f"(SELECT unnest(?::VARCHAR[])) ORDER BY ALL", [ids]).df()
         labels = {r.run_id: _label(r.profile, r.target_kind) for r in runs.itertuples()}
         frame["target"] = frame["run_id"].map(labels)
         out[view] = frame
@@ -281,8 +282,10 @@ def paper_rates(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
                      "rate": round(x.value, 4) if x.n else None,
                      "ci_low": round(x.low, 4) if x.n else None,
                      "ci_high": round(x.high, 4) if x.n else None})
-    return pd.DataFrame(rows, columns=["target", "metric", "k", "n", "rate", "ci_low",
-                                       "ci_high"])
+    frame = pd.DataFrame(rows, columns=["target", "metric", "k", "n", "rate", "ci_low",
+                                        "ci_high"])
+    # a total order, so the committed table is a pure function of the traces
+    return frame.sort_values(["target", "metric"], kind="stable").reset_index(drop=True)
 
 
 def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
@@ -291,12 +294,15 @@ def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
     targets = _order(list(cells.target.unique()))
     paths = [p for p in PATH_ORDER if p in set(cells.path)]
     whos = [p for p in PRINCIPALS if p in set(cells.principal)]
-    fig = plt.figure(figsize=(0.32 * len(paths) * len(targets) + 3.5, 0.3 * len(whos) + 2.6))
-    grid = GridSpec(1, len(targets) + 1, figure=fig,
-                    width_ratios=[*([1.0] * len(targets)), 0.04])
+    # at most three panels a row, so the figure stays readable at 100 % zoom
+    ncols = max(1, min(3, len(targets)))
+    nrows = -(-len(targets) // ncols)
+    fig = plt.figure(figsize=(0.32 * len(paths) * ncols + 3.5,
+                              nrows * (0.3 * len(whos) + 2.6)))
+    grid = GridSpec(nrows, ncols + 1, figure=fig, width_ratios=[*([1.0] * ncols), 0.04])
     image = None
     for i, target in enumerate(targets):
-        ax = fig.add_subplot(grid[0, i])
+        ax = fig.add_subplot(grid[i // ncols, i % ncols])
         part = cells[cells.target == target]
         n = part.pivot_table(index="principal", columns="path", values="n", aggfunc="sum")
         gaps = part.pivot_table(index="principal", columns="path", values="gaps", aggfunc="sum")
@@ -314,9 +320,10 @@ def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
                 ax.text(x, y, "m", ha="center", va="center", fontsize=6, color="tab:blue")
         ax.set_title(target, fontsize=9)
         ax.set_xticks(range(len(paths)), paths, rotation=90, fontsize=6)
-        ax.set_yticks(range(len(whos)), whos if i == 0 else [""] * len(whos), fontsize=6)
+        ax.set_yticks(range(len(whos)), whos if i % ncols == 0 else [""] * len(whos),
+                      fontsize=6)
         ax.grid(False)
-    cax = fig.add_subplot(grid[0, -1])
+    cax = fig.add_subplot(grid[:, -1])
     fig.colorbar(image, cax=cax, label="gap rate (gaps / judged probes)")
     fig.suptitle("Governance matrix: where each target returns, reveals or changes what the "
                  "policy denies (m = misses, grey = not probed)", fontsize=10)
@@ -327,7 +334,9 @@ def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
         fig.tight_layout()
     for ext in ("png", "pdf"):
         path = out_dir / f"matrix_heatmap.{ext}"
-        fig.savefig(path, dpi=150)
+        fig.savefig(path, dpi=150, metadata=(
+            {"CreationDate": None, "Producer": None, "Creator": None} if ext == "pdf"
+            else {"Software": None}))
         paths_out.append(path)
     plt.close(fig)
     return paths_out

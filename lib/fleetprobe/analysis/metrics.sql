@@ -651,13 +651,17 @@ FROM per_metric m JOIN runs r USING (run_id);
 
 CREATE VIEW backend_metric_counts AS
 WITH outcomes AS (
+    -- search: the documented variant only (secrets with fleet_id, probes with fleet_ids),
+    -- the one every target runs, as in Table 2
     SELECT run_id, 'leakage_search_leak' AS metric, leak AS outcome, not_applicable
     FROM events WHERE experiment = 'leakage' AND phase = 'probe' AND axis = 'search'
-                  AND expected = 'deny'
+                  AND expected = 'deny' AND coalesce(variant_write, 'fleet_id') = 'fleet_id'
+                  AND coalesce(variant_search, 'fleet_ids') = 'fleet_ids'
     UNION ALL
     SELECT run_id, 'leakage_search_miss', miss, not_applicable
     FROM events WHERE experiment = 'leakage' AND phase = 'probe' AND axis = 'search'
-                  AND expected = 'allow'
+                  AND expected = 'allow' AND coalesce(variant_write, 'fleet_id') = 'fleet_id'
+                  AND coalesce(variant_search, 'fleet_ids') = 'fleet_ids'
     UNION ALL
     SELECT run_id, 'leakage_get_exposure', leak, not_applicable
     FROM events WHERE experiment = 'leakage' AND phase = 'probe' AND axis = 'get'
