@@ -331,7 +331,7 @@ def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
     paths_out = []
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # a layout warning is a bug here
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0, 1, 0.97))  # room for the suptitle above the panels
     for ext in ("png", "pdf"):
         path = out_dir / f"matrix_heatmap.{ext}"
         fig.savefig(path, dpi=150, metadata=(
