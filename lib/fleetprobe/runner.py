@@ -343,6 +343,10 @@ def _set_aside(run_dir: Path) -> Path:
     failed = run_dir.parent / FAILED_DIR
     failed.mkdir(exist_ok=True)
     moved = failed / run_dir.name
+    n = 1
+    while moved.exists():  # a retry in the same second made a run of the same name
+        n += 1
+        moved = failed / f"{run_dir.name}.{n}"
     run_dir.rename(moved)
     log.warning("the run failed before its first phase; its manifest is in %s", moved)
     return moved
