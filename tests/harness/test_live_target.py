@@ -102,7 +102,7 @@ def test_hints_name_the_shape_a_gate_keyed_engine_wants(start_server) -> None:
     assert "target.auth: gate" in gate_as_tenant_key
     assert server.gate_key not in gate_as_tenant_key
     assert _preflight_error(server, "gate", server.gate_key) == ""
-    wrong = _preflight_error(server, "gate", "mc_wrong_gate_key_0123456789abcdef")
+    wrong = _preflight_error(server, "gate", "mc_not_the_gate_key")
     assert "Invalid API key" in wrong and "MEMCLAW_API_KEY" in wrong
 
 

@@ -179,7 +179,7 @@ def backends_figure(results: Results, out_dir: Path, table: Table | None = None,
     frame = pd.DataFrame(rows)
     metrics = list(dict.fromkeys(frame.metric))
     targets = list(dict.fromkeys(frame.target))
-    fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(metrics), 3.8))
+    fig, ax = plt.subplots(figsize=(4.0 + 1.6 * len(metrics), 3.8))
     width = 0.8 / max(len(targets), 1)
     for i, target in enumerate(targets):
         sub = frame[frame.target == target].set_index("metric")
@@ -192,7 +192,8 @@ def backends_figure(results: Results, out_dir: Path, table: Table | None = None,
     ax.set_ylabel("rate (95% Wilson CI)")
     ax.set_ylim(0, 1.05)
     ax.set_title("Leakage by target (canonical runs)", fontsize=9)
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=6, title="target", title_fontsize=7, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0))  # beside the axes, never over a bar
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"backends_leakage.{ext}" for ext in ("png", "pdf")]
