@@ -54,16 +54,22 @@ async def whoami(request: Request, state: StateDep) -> dict:
             "auth_mode": caller.kind}
 
 
+def new_tenant(caller: Caller | None, storage, keys, body: TenantCreate | None) -> dict:
+    """The tenant-creation extension (admin only): a tenant and its first key. Shared with the
+    backend adapters, whose state has the same storage and key registry."""
+    if caller is None or not caller.is_admin:
+        raise ApiError(403, "Admin credential required.")
+    tenant_id = (body.tenant_id if body else None) or f"t-{uuid.uuid4().hex[:12]}"
+    if not storage.create_tenant(tenant_id):
+        raise ApiError(409, f"Tenant '{tenant_id}' already exists")
+    raw_key, _ = keys.mint(tenant_id, label="tenant key")
+    return {"tenant_id": tenant_id, "raw_key": raw_key}
+
+
 @router.post("/admin/tenants", status_code=201)
 async def create_tenant(caller: CallerDep, state: StateDep,
                         body: Annotated[TenantCreate | None, Body()] = None) -> dict:
-    if not caller.is_admin:
-        raise ApiError(403, "Admin credential required.")
-    tenant_id = (body.tenant_id if body else None) or f"t-{uuid.uuid4().hex[:12]}"
-    if not state.storage.create_tenant(tenant_id):
-        raise ApiError(409, f"Tenant '{tenant_id}' already exists")
-    raw_key, _ = state.keys.mint(tenant_id, label="tenant key")
-    return {"tenant_id": tenant_id, "raw_key": raw_key}
+    return new_tenant(caller, state.storage, state.keys, body)
 
 
 @router.post("/admin/agent-keys/provision", status_code=201)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from fastapi.responses import JSONResponse
 from fleetprobe.client import NOT_SUPPORTED_CODE
 from reference_server.auth import Caller, KeyRegistry, caller_from
 from reference_server.errors import ApiError, EnvelopeResponse, envelope, install_error_handlers
+from reference_server.routes_admin import new_tenant
 from reference_server.schemas import MemoryCreate, ProvisionRequest, SearchRequest, TenantCreate
 from reference_server.serialize import memory_detail, memory_out
 from reference_server.storage import AgentRow, SqliteStorage
@@ -115,13 +115,7 @@ async def whoami(request: Request, state: StateDep) -> dict:
 @router.post("/admin/tenants", status_code=201)
 async def create_tenant(caller: CallerDep, state: StateDep,
                         body: Annotated[TenantCreate | None, Body()] = None) -> dict:
-    if not caller.is_admin:
-        raise ApiError(403, "Admin credential required.")
-    tenant_id = (body.tenant_id if body else None) or f"t-{uuid.uuid4().hex[:12]}"
-    if not state.storage.create_tenant(tenant_id):
-        raise ApiError(409, f"Tenant '{tenant_id}' already exists")
-    raw_key, _ = state.keys.mint(tenant_id, label="tenant key")
-    return {"tenant_id": tenant_id, "raw_key": raw_key}
+    return new_tenant(caller, state.storage, state.keys, body)
 
 
 @router.post("/admin/agent-keys/provision", status_code=201)
