@@ -114,6 +114,8 @@ def insight_source_visible(profile: Profile, viewer: Viewer, row: dict, insight_
     if insight_scope == "fleet" and row["fleet_id"] != fleet_id:
         return False
     return row_access_allowed(profile, viewer, row)
+
+
 def search_predicate_sql(profile: Profile, scope: SearchScope,
                          mark: str = "%s") -> tuple[str, list[Any]]:
     """`search_row_visible` as one SQL boolean (and its parameters), for a store that filters
@@ -123,10 +125,14 @@ def search_predicate_sql(profile: Profile, scope: SearchScope,
     where, args = ["deleted_at IS NULL"], []
     if profile.governed:
         if scope.fleet_ids:
-            marks = ", ".join(mark for _ in scope.fleet_ids)
-            where.append(f"(fleet_id IN ({marks}) OR fleet_id IS NULL "
+            if mark == "%s":  # psycopg: one array parameter, whatever the list's length
+                in_fleets, fleet_args = f"fleet_id = ANY({mark})", [list(scope.fleet_ids)]
+            else:  # a driver without arrays (SQLite in the conformance test)
+                in_fleets = f"fleet_id IN ({', '.join(mark for _ in scope.fleet_ids)})"
+                fleet_args = list(scope.fleet_ids)
+            where.append(f"({in_fleets} OR fleet_id IS NULL "
                          "OR visibility = 'scope_org')")  # rule 4
-            args.extend(scope.fleet_ids)
+            args.extend(fleet_args)
         if scope.viewer.agent_id is None:
             where.append("visibility <> 'scope_agent'")  # rule 5, no identity
         else:

@@ -18,6 +18,7 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,6 +54,7 @@ VECTOR_SEARCH = ("exact", "hnsw")
 EF_SEARCH = 100
 ITERATIVE_SCAN = "strict_order"
 MAX_SCAN_TUPLES = 100_000
+LONG_FLEET_LIST = 256  # longer `fleet_ids` lists are cut to the tenant's fleets first
 # A bulk seed this large drops the HNSW index, copies, and rebuilds it (much faster).
 BULK_REBUILD_ROWS = 5_000
 
@@ -408,6 +410,7 @@ class PostgresStorage:
         rest). Lazy: pages of growing size, so a consumer that stops early pays for one."""
         where, args = ["tenant_id = %s", "embedding IS NOT NULL"], [tenant_id]
         if visible is not None:
+            visible = self._narrowed_to_tenant_fleets(tenant_id, visible)
             clause, clause_args = visible.sql("%s")
             where.append(clause)
             args.extend(clause_args)
@@ -430,6 +433,20 @@ class PostgresStorage:
                 return
             offset += page
             page = min(page * 4, 4096)
+
+    def _narrowed_to_tenant_fleets(self, tenant_id: str, visible: SearchFilter) -> SearchFilter:
+        """A long `fleet_ids` list (a legal request may name 100k) cut to the fleets the tenant
+        has rows in: the same rows match, but every page query no longer ships and scans the
+        whole list while holding the connection every other request waits for."""
+        fleet_ids = visible.scope.fleet_ids
+        if len(fleet_ids) <= LONG_FLEET_LIST:
+            return visible
+        present = {r["fleet_id"] for r in self._all(
+            "SELECT DISTINCT fleet_id FROM memories WHERE tenant_id = %s AND fleet_id IS NOT NULL",
+            (tenant_id,))}
+        # none present: keep one absent id, so the fleet clause stays and matches no fleet
+        kept = frozenset(f for f in fleet_ids if f in present) or frozenset([next(iter(fleet_ids))])
+        return replace(visible, scope=replace(visible.scope, fleet_ids=kept))
 
     def rows_by_rowids(self, rowids: Sequence[int]) -> dict[int, dict]:
         if len(rowids) == 0:

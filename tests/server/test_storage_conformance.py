@@ -213,6 +213,23 @@ def test_scoped_similarity_search_returns_exactly_the_visible_rows(
         assert all(abs(exact[r["id"]] - s) < 1e-4 for r, s in got)
 
 
+@pytest.mark.parametrize("named", [("f1",), ("f1", "f2"), ()])
+def test_long_fleet_lists_select_what_short_ones_do(store: Storage, named: tuple) -> None:
+    """A `fleet_ids` list of hundreds of absent ids beside the named ones admits the same rows
+    as the named ones alone (PostgreSQL cuts long lists to the tenant's fleets first); with
+    no named fleet present, only NULL-fleet and org rows remain, as the Python rule says."""
+    rng = np.random.default_rng(5)
+    store.insert_many(ROWS, [unit(rng) for _ in ROWS])
+    absent = tuple(f"absent-{i}" for i in range(400))
+    viewer = Viewer("a1")
+    for profile in ("memclaw-2026-05-30", "naive"):
+        flt = SearchFilter(get_profile(profile),
+                           SearchScope(viewer, frozenset(named + absent), None, None, None))
+        got = sorted(r["id"] for r, _ in store.similar_rows("t1", unit(rng), -2.0, flt))
+        assert got == sorted(r["id"] for r in ROWS if flt.admits(r)), profile
+        assert got, profile
+
+
 def test_similarity_threshold_and_order_are_exact(store: Storage) -> None:
     rng = np.random.default_rng(3)
     rows = [memory(f"s{i:03d}") for i in range(300)]
