@@ -148,3 +148,24 @@ def test_traces_hold_no_key(run: Run) -> None:
     for path in run_dir.iterdir():
         assert not KEY_LIKE.search(path.read_text()), f"{path.name} holds something key-shaped"
 
+
+
+def test_each_fact_is_read_only_after_its_own_settle_window(run: Run) -> None:
+    """The schedule the recorded history shows: a fact's stale reads come `settle_s` after its
+    last write (while later facts may still be writing), and the re-fetch after every read."""
+    from datetime import datetime
+
+    run_dir = run("memclaw-2026-05-30")
+    settle_s = manifest(run_dir)["params"]["settle_s"]
+
+    def at(event: dict[str, Any]) -> float:
+        return datetime.fromisoformat(event["ts"].replace("Z", "+00:00")).timestamp()
+
+    last_write: dict[str, float] = {}
+    for w in events(run_dir, "write"):
+        last_write[w["fact_id"]] = max(last_write.get(w["fact_id"], 0.0), at(w))
+    reads = events(run_dir, "stale_read")
+    assert len(reads) == 2 * len(last_write)
+    for r in reads:  # a read's `ts` is when it answered, after it was sent
+        assert at(r) - last_write[r["fact_id"]] >= settle_s, r["fact_id"]
+    assert min(at(f) for f in events(run_dir, "refetch")) >= max(at(r) for r in reads)

@@ -33,6 +33,11 @@ different agents, which takes MemClaw's agent-scoped exact-duplicate check out o
 (which compares across agents) instead, so the paper's "dominated by exact-content duplicates"
 fits one writer per fact.
 
+Schedule. Entities first; then each fact writes its two pairs (`fact_concurrency` facts at a
+time), waits `settle_s` and runs its two stale reads (an active-only search per fact-run), so
+the searches of early facts overlap the writes of later ones; then one GET re-fetch of every
+admitted row, by which time every fact's settle window has passed.
+
 Checkers judge the recorded events only: a fact-run is `detected` when a post-settle GET of one
 of its admitted rows shows `supersedes_id` set or a status other than `active`.
 """
@@ -158,7 +163,8 @@ class ContradictionParams(ExperimentParams):
     writer_assignment: WriterAssignment = "per_fact"
     n_writer_agents: int = Field(10, ge=1)
     sequential_delay_s: float = Field(0.5, ge=0, description="gap inside the sequential pair")
-    settle_s: float = Field(20.0, ge=0, description="wait after the last write, before re-fetch")
+    settle_s: float = Field(20.0, ge=0, description="wait after a fact's last write, before its "
+                           "stale reads (so also before the re-fetch of every row)")
     fact_concurrency: int = Field(4, ge=1, description="facts whose pairs run at once")
     stale_read_top_k: int = Field(20, ge=1, le=20)
 
@@ -290,17 +296,21 @@ async def _upsert_subject(ctx: RunContext, fact: PlannedFact) -> None:
 
 
 async def write_pairs(ctx: RunContext) -> None:
-    """Per fact: the sequential pair, then the concurrent pair; facts overlap up to a cap."""
+    """Per fact: the sequential pair, then the concurrent pair (facts overlap up to a cap);
+    then, once the fact's own settle window has passed, its stale reads. Facts have their own
+    subjects, so a fact's rows are final when its detection has run: reading it while later
+    facts are still being written lets the searches (100 a minute) overlap the writes instead
+    of queueing behind them all."""
     entities = {e["fact_id"]: e["subject_entity_id"] for e in ctx.events("entity")}
     gate = asyncio.Semaphore(ctx.params.fact_concurrency)
     await ctx.gather(
-        [_write_fact(ctx, fact, entities.get(fact.fact_id), gate) for fact in ctx.plan.facts],
-        desc="write",
+        [_fact_run(ctx, fact, entities.get(fact.fact_id), gate) for fact in ctx.plan.facts],
+        desc="write, settle, stale read",
     )
 
 
-async def _write_fact(ctx: RunContext, fact: PlannedFact, entity_id: str | None,
-                      gate: asyncio.Semaphore) -> None:
+async def _fact_run(ctx: RunContext, fact: PlannedFact, entity_id: str | None,
+                    gate: asyncio.Semaphore) -> None:
     async with gate:
         first, second = fact.scenario_writes("sequential")
         await _write(ctx, fact, first, entity_id)
@@ -309,6 +319,9 @@ async def _write_fact(ctx: RunContext, fact: PlannedFact, entity_id: str | None,
         pair = fact.scenario_writes("concurrent")
         await _reserve_write_slots(ctx, len(pair))
         await asyncio.gather(*(_write(ctx, fact, w, entity_id, paced=False) for w in pair))
+    await asyncio.sleep(ctx.params.settle_s)  # detection runs after commit, asynchronously
+    for scenario in SCENARIOS:
+        await _stale_read(ctx, fact, scenario)
 
 
 async def _reserve_write_slots(ctx: RunContext, n: int) -> None:
@@ -340,13 +353,9 @@ async def _write(ctx: RunContext, fact: PlannedFact, write: PlannedWrite,
     )
 
 
-async def settle(ctx: RunContext) -> None:
-    """Detection runs after commit, asynchronously: give it the settle window."""
-    await asyncio.sleep(ctx.params.settle_s)
-
-
 async def refetch_admitted(ctx: RunContext) -> None:
-    """GET every admitted row (as recorded) to observe its status and supersession edge."""
+    """GET every admitted row (as recorded) to observe its status and supersession edge; every
+    fact's settle window has passed by now (the last fact's stale reads waited for it)."""
     admitted = [w for w in ctx.events("write") if w["status"] == 201 and w["memory_id"]]
     await ctx.gather([_refetch(ctx, w) for w in admitted], desc="refetch")
 
@@ -359,13 +368,6 @@ async def _refetch(ctx: RunContext, write: dict[str, Any]) -> None:
         observed_status=body_field(result.body, "status") if result.ok else None,
         observed_supersedes_id=body_field(result.body, "supersedes_id") if result.ok else None,
     )
-
-
-async def stale_reads(ctx: RunContext) -> None:
-    """Per fact-run, an active-only search naming the fact: how many of the run's rows remain."""
-    runs = [(fact, scenario) for fact in ctx.plan.facts for scenario in SCENARIOS]
-    await ctx.gather([_stale_read(ctx, fact, scenario) for fact, scenario in runs],
-                     desc="stale reads")
 
 
 async def _stale_read(ctx: RunContext, fact: PlannedFact, scenario: str) -> None:
@@ -470,7 +472,7 @@ class Contradiction(Experiment):
         return plan.planned_counts
 
     def phases(self) -> list[Phase]:
-        return [upsert_subjects, write_pairs, settle, refetch_admitted, stale_reads]
+        return [upsert_subjects, write_pairs, refetch_admitted]
 
     def checkers(self) -> list[Checker]:
         return [check_fact_runs]
