@@ -49,18 +49,27 @@ class HashingEmbedder:
     def __init__(self, dim: int = 384) -> None:
         self.dim = dim
         self._word_vector = lru_cache(maxsize=50_000)(self._make_word_vector)
+        # A search re-embeds its query and every graph-reached row's content; experiments
+        # repeat queries at several top_k. Read-only results, so no caller can alter a
+        # cached vector.
+        self.embed = lru_cache(maxsize=8_192)(self._embed)  # type: ignore[method-assign]
 
     def _make_word_vector(self, word: str) -> np.ndarray:
         seed = int.from_bytes(hashlib.sha256(word.encode("utf-8")).digest()[:8], "little")
         return np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
 
-    def embed(self, text: str) -> np.ndarray:
+    def embed(self, text: str) -> np.ndarray:  # replaced per instance by a cached `_embed`
+        return self._embed(text)
+
+    def _embed(self, text: str) -> np.ndarray:
         words = tokens(text)
         total = np.zeros(self.dim, dtype=np.float32)
         for word in words:
             total += self._word_vector(word)
         norm = float(np.linalg.norm(total))
-        return total / norm if norm > 0 else total
+        vector = total / norm if norm > 0 else total
+        vector.setflags(write=False)
+        return vector
 
 
 def keyword_score(query: str, content: str) -> float:

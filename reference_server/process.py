@@ -179,8 +179,12 @@ class ReferenceServer:
                                             if p)
         return env
 
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
     def start(self) -> ReferenceServer:
-        if self._proc is not None and self._proc.poll() is None:
+        if self.running:
             return self
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         timeout = self.startup_timeout_s

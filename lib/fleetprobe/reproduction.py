@@ -27,8 +27,9 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,7 +45,7 @@ from fleetprobe.batch import (
     run_process,
     with_retry,
 )
-from fleetprobe.runner import FAILED_DIR, ParamsError
+from fleetprobe.runner import ParamsError
 from fleetprobe.trace import ENV_RUN_ID_REGISTRY, git_commit
 
 REPRODUCTIONS = Path("data/reproductions")
@@ -100,7 +101,7 @@ def new_reproduction(root: Path, plan: Plan, fast: bool, jobs: int) -> Path:
         _write_json(directory / RECORD, {
             "plan": plan.name, "plan_file": str(plan.path), "fast": fast, "jobs": jobs,
             "created_at": _now(), "git_commit": git_commit(), "complete": False,
-            "shared_servers": fast, "runs": {}, "report": None})
+            "shared_servers": True, "runs": {}, "report": None})
         return directory
     raise RuntimeError(f"could not create a reproduction directory under {root}")
 
@@ -108,62 +109,59 @@ def new_reproduction(root: Path, plan: Plan, fast: bool, jobs: int) -> Path:
 # ------------------------------------------------------------------ running
 
 
-@contextlib.contextmanager
-def shared_servers(runs: Sequence[PlannedRun], fast: bool) -> Iterator[dict[str, str]]:
-    """Fast mode: one bundled server per distinct target (profile and server options) that
-    every run of it shares, each run in a fresh tenant. The environment that tells the runs."""
-    if not fast:
-        yield {}
-        return
-    from fleetprobe.targets import TargetParams, server_launch
-    from reference_server.process import ReferenceServer
+class SharedServers:
+    """One bundled server per distinct target (profile and server options), started by the
+    first run that needs it and shared by every run of that target, each run in a tenant of
+    its own (the paper's rate limits are per tenant). A dozen servers start instead of one
+    per run, and the runs share this process instead of a Python start-up each: on a busy
+    2-core machine the start-ups, not the rate limits, were the long pole. A server that
+    fails to start fails that run's attempt with the server's output; the retry starts it
+    again. Runs find their server in the environment (`targets.reference_target`)."""
 
-    keys = sorted({run.target_key(fast=True) for run in runs})
-    servers: dict[str, ReferenceServer] = {}
-    try:
-        for key in keys:
-            target = TargetParams.model_validate_json(key)
-            if target.kind != "reference":
-                continue
-            servers[key] = ReferenceServer(**server_launch(target)).start()
-        table = {key: {"base_url": s.base_url, "admin_key": s.admin_key, "auth": s.auth,
-                       "gate_key": s.gate_key} for key, s in servers.items()}
-        yield {ENV_SHARED: json.dumps(table)} if table else {}
-    finally:
-        for server in servers.values():
+    def __init__(self) -> None:
+        self._servers: dict[str, Any] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def ensure(self, key: str) -> None:
+        from fleetprobe.targets import TargetParams, server_launch
+        from reference_server.process import ReferenceServer
+
+        target = TargetParams.model_validate_json(key)
+        if target.kind != "reference":
+            return
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            server = self._servers.get(key)
+            if server is not None and server.running:
+                return
+            if server is not None:
+                server.close()
+            server = ReferenceServer(**server_launch(target))
+            try:
+                server.start()
+            except BaseException:
+                server.close()
+                raise
+            with self._guard:
+                self._servers[key] = server
+                os.environ[ENV_SHARED] = json.dumps(
+                    {k: {"base_url": s.base_url, "admin_key": s.admin_key, "auth": s.auth,
+                         "gate_key": s.gate_key} for k, s in self._servers.items()})
+
+    def close(self) -> None:
+        for server in self._servers.values():
             server.close()
+        self._servers.clear()
+        os.environ.pop(ENV_SHARED, None)
 
 
-def _attempt(directory: Path, run: PlannedRun, fast: bool, env: dict[str, str],
-             n: int) -> tuple[int, str, str]:
-    work = directory / "work" / run.key
-    shutil.rmtree(work, ignore_errors=True)
-    command = run.command([f"traces_root={work}", "progress=false"], fast)
-    log = directory / "logs" / f"{run.key}.attempt{n}.log"
-    env = {**env, ENV_RUN_ID_REGISTRY: str(directory / "run-ids")}
-    code, last, output = run_process(command, log, env)
-    made = sorted(p for p in work.glob("*") if p.is_dir() and p.name != FAILED_DIR)
-    complete = [p for p in made if _complete(p)]
-    if code == 0 and len(complete) == 1:
-        target = directory / "runs" / complete[0].name
-        target.parent.mkdir(exist_ok=True)
-        complete[0].rename(target)
-        shutil.rmtree(work, ignore_errors=True)
-        return 0, target.name, output
-    # Keep whatever the attempt left, named, out of runs/.
-    if work.exists():
-        kept = directory / "failed" / f"{run.key}.attempt{n}"
-        kept.parent.mkdir(exist_ok=True)
-        shutil.rmtree(kept, ignore_errors=True)
-        work.rename(kept)
-    if code == 0:  # exited 0 but left no single complete run: not a success
-        return 1, f"no complete run directory (see {log})", output
-    return code, f"{last} (log: {log})", output
-
-
-def _attempt_in_process(directory: Path, run: PlannedRun, n: int) -> tuple[int, str, str]:
-    """Fast mode: the run in a thread of this process (its servers are shared and already
-    up), saving a Python start-up per run; same bookkeeping as a run process."""
+def _attempt(directory: Path, run: PlannedRun, n: int, fast: bool,
+             servers: SharedServers) -> tuple[int, str, str]:
+    """One attempt at a run, in a thread of this process: its server (shared, started on
+    first use), then the experiment into a work directory that moves to `runs/` when
+    complete, or to `failed/` (named, inspectable) when not."""
     import traceback
 
     from fleetprobe.runner import describe_failure, load_params, run_experiment
@@ -173,13 +171,14 @@ def _attempt_in_process(directory: Path, run: PlannedRun, n: int) -> tuple[int, 
     log = directory / "logs" / f"{run.key}.attempt{n}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
+        servers.ensure(run.target_key(fast=fast))
         params = load_params(run.params_file,
-                             run.settings([f"traces_root={work}", "progress=false"], True))
+                             run.settings([f"traces_root={work}", "progress=false"], fast))
         run_dir = run_experiment(run.experiment, params)
-    except Exception as exc:  # noqa: BLE001 - recorded and retried like a failed process
+    except Exception as exc:  # noqa: BLE001 - recorded and retried
         log.write_text(traceback.format_exc(), encoding="utf-8")
-        kept = directory / "failed" / f"{run.key}.attempt{n}"
         if work.exists():
+            kept = directory / "failed" / f"{run.key}.attempt{n}"
             kept.parent.mkdir(exist_ok=True)
             shutil.rmtree(kept, ignore_errors=True)
             work.rename(kept)
@@ -212,30 +211,30 @@ def run_plan(directory: Path, plan: Plan, fast: bool, jobs: int) -> bool:
           + (f", {done_before} kept from before" if done_before else "")
           + f", {jobs} at a time", flush=True)
     started = time.monotonic()
-    with shared_servers(todo, fast) as env:
-        if fast:  # runs in threads here: they read the shared servers from the environment
-            os.environ.update({**env, ENV_RUN_ID_REGISTRY: str(directory / "run-ids")})
+    servers, record_lock = SharedServers(), threading.Lock()
+    os.environ[ENV_RUN_ID_REGISTRY] = str(directory / "run-ids")
 
-        def one(run: PlannedRun) -> Outcome:
-            before = runs_state.get(run.key, {}).get("attempts", 0)
-            outcome = with_retry(
-                (lambda n: _attempt_in_process(directory, run, before + n)) if fast else
-                (lambda n: _attempt(directory, run, fast, env, before + n)))
-            runs_state[run.key] = {
-                "label": run.label, "experiment": run.experiment, "profile": run.profile,
-                "overrides": list(run.overrides), "notebook": run.notebook,
-                "status": "ok" if outcome.code == 0 else "failed",
-                "run_id": outcome.last_line if outcome.code == 0 else None,
-                "error": None if outcome.code == 0 else outcome.last_line,
-                "attempts": before + outcome.attempts}
+    def one(run: PlannedRun) -> Outcome:
+        before = runs_state.get(run.key, {}).get("attempts", 0)
+        outcome = with_retry(lambda n: _attempt(directory, run, before + n, fast, servers))
+        runs_state[run.key] = {
+            "label": run.label, "experiment": run.experiment, "profile": run.profile,
+            "overrides": list(run.overrides), "notebook": run.notebook,
+            "status": "ok" if outcome.code == 0 else "failed",
+            "run_id": outcome.last_line if outcome.code == 0 else None,
+            "error": None if outcome.code == 0 else outcome.last_line,
+            "attempts": before + outcome.attempts}
+        with record_lock:
             _write_json(directory / RECORD, record)
-            report_outcome(run.label, outcome)
-            return outcome
+        report_outcome(run.label, outcome)
+        return outcome
 
+    try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             outcomes = list(pool.map(one, todo))
-    for name in (ENV_SHARED, ENV_RUN_ID_REGISTRY):
-        os.environ.pop(name, None)
+    finally:
+        servers.close()
+        os.environ.pop(ENV_RUN_ID_REGISTRY, None)
     shutil.rmtree(directory / "work", ignore_errors=True)
     failed = sum(o.code != 0 for o in outcomes)
     print(f"runs: {len(todo) - failed} ok, {failed} failed in {time.monotonic() - started:.0f} s",
