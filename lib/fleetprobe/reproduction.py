@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -198,7 +198,8 @@ def _complete(run_dir: Path) -> bool:
         return False
 
 
-def run_plan(directory: Path, plan: Plan, fast: bool, jobs: int) -> bool:
+def run_plan(directory: Path, plan: Plan, fast: bool, jobs: int,
+             early: EarlyNotebooks | None = None) -> bool:
     """Run every run of the plan that this reproduction lacks; True when all are complete."""
     record = read_record(directory) or {}
     runs_state: dict[str, Any] = record.setdefault("runs", {})
@@ -227,6 +228,8 @@ def run_plan(directory: Path, plan: Plan, fast: bool, jobs: int) -> bool:
         with record_lock:
             _write_json(directory / RECORD, record)
         report_outcome(run.label, outcome)
+        if early is not None and outcome.code == 0:
+            early.submit(run, outcome.last_line)
         return outcome
 
     try:
@@ -244,23 +247,59 @@ def run_plan(directory: Path, plan: Plan, fast: bool, jobs: int) -> bool:
     return bool(record["complete"])
 
 
-def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path,
-                      jobs: int) -> list[tuple[str, str]]:
+def notebook_command(source: Path, output: Path, *parameters: str) -> list[str]:
+    return [sys.executable, "-m", "fleetprobe.notebooks", str(source), str(output), *parameters]
+
+
+class EarlyNotebooks:
+    """The experiment notebook of a `notebook: true` run, executed as soon as that run is
+    complete (while longer runs go on) into the reproduction's `notebooks/`, one at a time;
+    `build_outputs` copies it into the report directory once every run is complete, so a
+    reproduction that fails leaves `reports/` as it was."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._pool = ThreadPoolExecutor(max_workers=1)
+        self._futures: dict[str, tuple[str, Future]] = {}
+
+    def submit(self, run: PlannedRun, run_id: str) -> None:
+        source = Path("notebooks") / f"{run.experiment}.ipynb"
+        if not (run.notebook and source.is_file()):
+            return
+        command = notebook_command(source, self.directory / "notebooks" / source.name,
+                                   "-p", "run_dir", str(self.directory / "runs" / run_id))
+        self._futures[run.experiment] = (run_id, self._pool.submit(run_process, command))
+
+    def executed(self) -> dict[str, tuple[str, Path]]:
+        """experiment -> (the run it shows, the executed notebook), for those that passed."""
+        self._pool.shutdown(wait=True)
+        return {experiment: (run_id, self.directory / "notebooks" / f"{experiment}.ipynb")
+                for experiment, (run_id, future) in self._futures.items()
+                if future.result()[0] == 0}
+
+
+def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path, jobs: int,
+                      staged: dict[str, tuple[str, Path]] | None = None,
+                      ) -> list[tuple[str, str]]:
     """`notebooks/<experiment>.ipynb` on each shown run and the report notebook over
     `traces_root`, side by side, into `out_dir`; the (name, output) of each that failed."""
     items: list[tuple[str, list[str]]] = []
     for experiment, run_dir in sorted(shown.items()):
         source = Path("notebooks") / f"{experiment}.ipynb"
-        if source.is_file():
-            items.append((experiment, [str(source), str(out_dir / source.name),
-                                       "-p", "run_dir", str(run_dir)]))
-    items.append(("report", ["notebooks/report.ipynb", str(out_dir / "report.ipynb"),
-                             "-p", "traces_root", str(traces_root), "-p", "out_dir",
-                             str(out_dir)]))
+        early = (staged or {}).get(experiment)
+        if early is not None and early[0] == run_dir.name:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(early[1], out_dir / source.name)  # executed while runs went on
+        elif source.is_file():
+            items.append((experiment, notebook_command(source, out_dir / source.name,
+                                                       "-p", "run_dir", str(run_dir))))
+    items.append(("report", notebook_command(
+        Path("notebooks/report.ipynb"), out_dir / "report.ipynb",
+        "-p", "traces_root", str(traces_root), "-p", "out_dir", str(out_dir))))
 
     def execute(item: tuple[str, list[str]]) -> tuple[str, int, str]:
-        name, args = item
-        code, _, output = run_process([sys.executable, "-m", "fleetprobe.notebooks", *args])
+        name, command = item
+        code, _, output = run_process(command)
         return name, code, output
 
     started = time.monotonic()
@@ -269,13 +308,16 @@ def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path,
     bad = [(name, output) for name, code, output in results if code != 0]
     for name, output in bad:
         print(f"FAILED  notebook {name}:\n{output.strip()}", flush=True)
+    early = len(shown) + 1 - len(items)
     print(f"notebooks: {len(results) - len(bad)} executed into {out_dir}/ in "
-          f"{time.monotonic() - started:.0f} s" + (f", {len(bad)} failed" if bad else ""),
+          f"{time.monotonic() - started:.0f} s" + (f", {len(bad)} failed" if bad else "")
+          + (f" ({early} more executed while the runs went on)" if early else ""),
           flush=True)
     return bad
 
 
-def build_outputs(directory: Path, plan: Plan, out_dir: Path, jobs: int) -> int:
+def build_outputs(directory: Path, plan: Plan, out_dir: Path, jobs: int,
+                  staged: dict[str, tuple[str, Path]] | None = None) -> int:
     """The executed experiment notebooks of the plan's `notebook: true` runs, then the report
     notebook over this reproduction's runs only."""
     record = read_record(directory) or {}
@@ -285,7 +327,7 @@ def build_outputs(directory: Path, plan: Plan, out_dir: Path, jobs: int) -> int:
         state = record.get("runs", {}).get(run.key, {})
         if run.notebook and state.get("run_id"):
             shown[run.experiment] = runs_dir / state["run_id"]
-    bad = execute_notebooks(shown, runs_dir, out_dir, jobs)
+    bad = execute_notebooks(shown, runs_dir, out_dir, jobs, staged)
     if not bad:
         page = out_dir / "REPRODUCTION.md"
         if page.is_file():
@@ -317,13 +359,16 @@ def reproduce(plan_path: str | Path, *, fast: bool = False, fresh: bool = False,
     else:
         print(f"resuming {directory} (only its missing or failed runs); --fresh to start over",
               flush=True)
-    if not run_plan(directory, plan, fast, jobs):
+    early = EarlyNotebooks(directory)
+    complete = run_plan(directory, plan, fast, jobs, early)
+    staged = early.executed()
+    if not complete:
         print(f"not every run completed: see {directory / RECORD}, the logs in "
               f"{directory / 'logs'} and the failed attempts in {directory / 'failed'}; the "
               "report was not rebuilt. Run the same command again to rerun only those.",
               file=sys.stderr, flush=True)
         return 1
-    code = build_outputs(directory, plan, out_dir, jobs)
+    code = build_outputs(directory, plan, out_dir, jobs, staged)
     print(f"reproduction {directory} {'complete' if code == 0 else 'ran, report FAILED'}; "
           f"report in {out_dir}/ (back to the committed evidence: `make report` or "
           f"`git checkout -- {out_dir}`)", flush=True)
