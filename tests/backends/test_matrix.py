@@ -8,24 +8,20 @@ few random probes) keeps `make backends-smoke` short; `params/backends.yaml` run
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fleetprobe.runner import load_params, run_experiment
+from fleetprobe.backends.process import BackendServer
+from fleetprobe.runner import load_params
 
-ROOT = Path(__file__).resolve().parents[2]
-MODULE = {"langgraph": "langgraph", "mem0": "mem0", "crewai": "crewai"}
+from .conftest import ROOT, run_on
+
 pytestmark = pytest.mark.backends
-
-
-def _need(backend: str) -> None:
-    if importlib.util.find_spec(MODULE[backend]) is None:
-        pytest.skip(f"{backend} is not installed (make backends-smoke)")
 
 SMOKE = ["target.kind=backend", "fleets=2", "enumerate_trusts=[1]", "sweeps=false",
          "random_probes=150", "settle_s=0"]
@@ -59,12 +55,13 @@ def _events(run_dir: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("backend", MATRIX_SMOKE_BACKENDS)
-def test_matrix_smoke(backend: str, tmp_path: Path) -> None:
-    _need(backend)
+def test_matrix_smoke(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                      backend_server: Callable[[str], BackendServer]) -> None:
+    server = backend_server(backend)
     params = load_params(ROOT / "params/smoke/matrix.yaml", [
         *SMOKE, f"target.backend={backend}", f"traces_root={tmp_path}"])
     started = time.monotonic()
-    run_dir = run_experiment("matrix", params)
+    run_dir = run_on(server, "matrix", params, monkeypatch)
     elapsed = time.monotonic() - started
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["complete"] is True, manifest["incomplete_reason"]
@@ -108,4 +105,4 @@ def test_matrix_smoke(backend: str, tmp_path: Path) -> None:
         assert found[0]["verdict"] == expected[backend], (backend, who, path, owner, found)
     print(f"{backend} matrix smoke: {elapsed:.1f} s, {len(verdicts)} probes, "
           f"{sum(v['verdict'] == 'n/a' for v in verdicts.values())} not applicable")
-    assert elapsed < 240  # a loaded CI machine gets slack, a hang does not
+    assert elapsed < 180  # a loaded CI machine gets slack, a hang does not
