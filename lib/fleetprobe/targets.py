@@ -282,8 +282,15 @@ def backend_target(params: TargetParams) -> Iterator[Target]:
                           "(e.g. --set target.backend=mem0, or target.profile=backend-mem0)")
     try:
         from fleetprobe.backends.process import BackendServer
+        from reference_server.process import RunningServer
     except ImportError as exc:  # pragma: no cover - the package ships with the kit
         raise TargetError(f"the backend adapters are not importable ({exc})") from exc
+    shared = json.loads(os.environ.get(ENV_SHARED_SERVERS) or "{}").get(
+        params.model_dump_json())
+    if shared:  # an adapter another process started (the smoke tests share one per backend)
+        running = RunningServer(shared["base_url"], shared["admin_key"], f"backend-{backend}")
+        yield target_for_server(running, f"backend-{backend}", kind="backend")
+        return
     server = BackendServer(backend, params.backend_store)
     try:
         server.start()

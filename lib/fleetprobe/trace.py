@@ -212,9 +212,13 @@ class Trace:
 
     # -- events --------------------------------------------------------------------------
 
-    def event(self, phase: str, result: Result | None = None, **fields: Any) -> dict[str, Any]:
+    def event(self, phase: str, result: Result | None = None, *, na: str | None = None,
+              **fields: Any) -> dict[str, Any]:
         """Append one event. `result` fills op/status/latency_ms/attempts/error; a judgement
-        (no request) passes none and gets op/status/latency null and attempts 0."""
+        (no request) passes none and gets op/status/latency null and attempts 0. `na`: a
+        probe not sent because what it needs was answered "not supported by this backend"
+        earlier (its reason): not applicable like the answer itself, counted under
+        `(not sent) <phase>` in the manifest."""
         allowed = self._schema.get(phase)
         if allowed is None:
             raise ValueError(f"{self.experiment}: phase {phase!r} is not in EVENTS.md")
@@ -224,13 +228,16 @@ class Trace:
                 f"{self.experiment}/{phase}: fields {sorted(unknown)} are not in EVENTS.md"
             )
         unsupported = not_supported(result) if result is not None else None
+        shape = _op_shape(result.op) if result is not None else None
+        if unsupported is None and na is not None:
+            unsupported, shape = na, f"(not sent) {phase}: {na.split(':')[0]}"
         if unsupported is not None:
             fields = {**fields, **dict.fromkeys(
                 (f for f in JUDGEMENT_FIELDS if f in allowed), None)}
         with self._lock:
             if unsupported is not None:
                 entry = self.manifest.not_applicable.setdefault(
-                    _op_shape(result.op), {"reason": unsupported, "count": 0})
+                    str(shape), {"reason": unsupported, "count": 0})
                 entry["count"] += 1
             record: dict[str, Any] = {
                 "run_id": self.run_id,

@@ -1,14 +1,14 @@
-"""Each backend adapter, started by the harness like the reference server, on loopback:
-the leakage smoke completes with a manifest naming the backend and its version, nothing
-tried the network, and paths without an equivalent answer 501 NOT_SUPPORTED_BY_BACKEND.
-Skipped for a backend whose package is not installed (`make backends-smoke` installs all)."""
+"""Each backend adapter on loopback (one per backend for the session, conftest.py): the
+leakage smoke completes with a manifest naming the backend and its version, nothing tried
+the network, and paths without an equivalent answer 501 NOT_SUPPORTED_BY_BACKEND. Skipped
+for a backend whose package is not installed (`make backends-smoke` installs all).
+`test_harness_starts_the_adapter` checks that the harness starts and stops one itself."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -20,24 +20,20 @@ from fleetprobe.backends.process import BackendServer
 from fleetprobe.client import NOT_SUPPORTED_CODE
 from fleetprobe.runner import load_params, run_experiment
 
-ROOT = Path(__file__).resolve().parents[2]
-MODULE = {"langgraph": "langgraph", "mem0": "mem0", "crewai": "crewai"}
-PACKAGE = {"langgraph": "langgraph", "mem0": "mem0ai", "crewai": "crewai"}
+from .conftest import PACKAGE, ROOT, need, run_on
+
 pytestmark = pytest.mark.backends
-
-
-def _need(backend: str) -> None:
-    if importlib.util.find_spec(MODULE[backend]) is None:
-        pytest.skip(f"{PACKAGE[backend]} is not installed (make backends-smoke)")
+Adapter = tuple[str, BackendServer]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_leakage_smoke(backend: str, tmp_path: Path) -> None:
-    _need(backend)
+def test_leakage_smoke(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                       backend_server: Callable[[str], BackendServer]) -> None:
+    server = backend_server(backend)
     params = load_params(ROOT / "params/smoke/leakage.yaml", [
         "target.kind=backend", f"target.backend={backend}", f"traces_root={tmp_path}"])
     started = time.monotonic()
-    run_dir = run_experiment("leakage", params)
+    run_dir = run_on(server, "leakage", params, monkeypatch)
     elapsed = time.monotonic() - started
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["complete"] is True, manifest["incomplete_reason"]
@@ -50,20 +46,32 @@ def test_leakage_smoke(backend: str, tmp_path: Path) -> None:
     probes = [json.loads(line) for line in (run_dir / "events.jsonl").open()
               if '"phase": "probe"' in line]
     assert probes and all(p["leak"] is not None for p in probes)
-    print(f"{backend} leakage smoke: {elapsed:.1f} s")
+    print(f"{backend} leakage smoke: {elapsed:.1f} s (adapter already running)")
     assert elapsed < 180  # the goal is 60 s; a loaded CI machine gets slack, a hang does not
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-def adapter(request: pytest.FixtureRequest) -> Iterator[tuple[str, BackendServer]]:
-    """One running adapter per backend, shared by the wire-level tests below."""
-    _need(request.param)
-    with BackendServer(request.param) as server:
-        yield request.param, server
+def test_harness_starts_the_adapter(tmp_path: Path) -> None:
+    """Without a shared adapter the harness starts its own and stops it (LangGraph: the
+    quickest start-up); the manifest says the server was not shared."""
+    need("langgraph")
+    params = load_params(ROOT / "params/smoke/leakage.yaml", [
+        "target.kind=backend", "target.backend=langgraph", f"traces_root={tmp_path}"])
+    run_dir = run_experiment("leakage", params)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is True, manifest["incomplete_reason"]
+    assert manifest["target"]["backend"] == "langgraph"
+    assert manifest["target"]["server_shared"] is False
+
+
+@pytest.fixture(params=BACKENDS)
+def adapter(request: pytest.FixtureRequest,
+            backend_server: Callable[[str], BackendServer]) -> Adapter:
+    """The session's running adapter of each backend, for the wire-level tests below."""
+    return request.param, backend_server(request.param)
 
 
 def test_paths_without_equivalent_answer_not_supported(
-        adapter: tuple[str, BackendServer]) -> None:
+        adapter: Adapter) -> None:
     backend, server = adapter
     tenant_id, key = server.create_tenant()
     headers = {"X-API-Key": key}
@@ -99,7 +107,7 @@ def test_paths_without_equivalent_answer_not_supported(
 SIBLING_PREFIX_LEAKS = {"crewai": True, "langgraph": False, "mem0": False}
 
 
-def test_sibling_fleet_prefix(adapter: tuple[str, BackendServer]) -> None:
+def test_sibling_fleet_prefix(adapter: Adapter) -> None:
     backend, server = adapter
     tenant_id, key = server.create_tenant()
     url, headers = server.base_url + "/api/v1", {"X-API-Key": key}

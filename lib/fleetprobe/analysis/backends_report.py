@@ -11,6 +11,7 @@ one leaking probe, as recorded) and the backend's own issue where the same bug i
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import pandas as pd  # noqa: E402
 from fleetprobe.analysis.results import Results  # noqa: E402
 from fleetprobe.analysis.stats import fmt_rate, rate  # noqa: E402
 from fleetprobe.analysis.tables import Table, write_table  # noqa: E402
+from fleetprobe.policy import PATHS  # noqa: E402
 
 BACKEND_PREFIX = "backend-"
 # (metric view row, experiment, what it counts, the signal a governed store keeps low/high)
@@ -42,6 +44,10 @@ METRICS: tuple[tuple[str, str, str], ...] = (
     ("provenance_accurate", "provenance", "writer recorded at every hop"),
     ("contradiction_detected", "contradiction", "contradiction detected"),
     ("contradiction_stale_read", "contradiction", "reader sees a stale value"),
+    ("matrix_gap", "matrix", "governance matrix: gaps (returns, reveals or changes what the "
+     "policy denies) over judged probes"),
+    ("matrix_miss", "matrix", "governance matrix: misses (withholds what a path must return) "
+     "over judged probes"),
 )
 LEAK_METRICS = ("leakage_search_leak", "leakage_get_exposure", "leakage_agent_get_leak",
                 "propagation_foreign_leak")
@@ -110,7 +116,7 @@ def _versions(results: Results, traces_root: Path | None) -> dict[str, str]:
 
 def backends_table(results: Results, traces_root: Path | None = None) -> Table:
     canonical = results.canonical
-    counts = results.view("backend_metric_counts")
+    counts = _counts(results)
     na = results.view("backend_not_applicable")
     versions = _versions(results, traces_root)
     backend_runs = canonical[canonical.profile.map(backend_of).notna()]
@@ -131,6 +137,11 @@ def backends_table(results: Results, traces_root: Path | None = None) -> Table:
                  "k/n = value [95% Wilson CI] over judged events; `not applicable` = the "
                  "target has no equivalent of the request (501 NOT_SUPPORTED_BY_BACKEND), "
                  "neither pass nor fail. Mappings and versions: docs/backends.md.")
+
+
+def _counts(results: Results) -> pd.DataFrame:
+    return pd.concat([results.view("backend_metric_counts"),
+                      results.view("backend_matrix_counts")], ignore_index=True)
 
 
 def _row(profile: str, metric: str, label: str, run: Any, counts: pd.DataFrame,
@@ -165,7 +176,7 @@ def backends_figure(results: Results, out_dir: Path, table: Table | None = None,
     table = table if table is not None else backends_table(results)
     if table.empty:
         return [], NO_RUNS
-    counts = results.view("backend_metric_counts")
+    counts = _counts(results)
     rows = []
     for rec in table.frame.itertuples():
         metric = next(m for m, _, label in METRICS if label == rec.metric)
@@ -258,6 +269,103 @@ def _first_leak(results: Results, run_id: str, axis: str,
     return dict(zip([c[0] for c in cur.description], row, strict=True))
 
 
+# -- the governance matrix, path by path ----------------------------------------------------
+
+# Why a backend does what the matrix found, per (backend, path family); a family is the path's
+# first word (search_fleet -> search). docs/backends.md has the mappings.
+MATRIX_MECHANISM: dict[tuple[str, str], str] = {
+    ("langgraph", "get"): "GET by id searches the caller's namespace prefix filtered on the id: "
+                          "an agent's home-fleet prefix holds its fleet-mates' agent namespaces.",
+    ("langgraph", "search"): "A search reads the namespace prefix of every fleet the request "
+                             "names (else the caller's home fleet): any fleet may be named, "
+                             "there is no trust ladder, and a fleet prefix holds its agents' "
+                             "private namespaces.",
+    ("mem0", "get"): "Memory.get(memory_id) takes no identity: any key reads any row, across "
+                     "fleets and tenants (strands-agents/tools#596 adds the check downstream).",
+    ("mem0", "search"): "Search filters are the caller's choice (user_id = tenant, fleet_id "
+                        "in metadata): mem0 has no visibility concept and no trust ladder.",
+    ("crewai", "get"): "get_record(id) takes no scope and no source: any key reads any record, "
+                       "private ones included.",
+    ("crewai", "search"): "Recall runs under the scope path of any fleet named (no trust "
+                          "ladder), matched as a string prefix (crewAIInc/crewAI#7543).",
+}
+MATRIX_WRITE = ("A write lands in the fleet the body names: the backend has no write gate and "
+                "no trust levels.")
+MATRIX_MISS = ("The backend's scope for the caller (its namespace prefix, filters or scope path: "
+               "the fleets named, else its home fleet) leaves out a row the policy lets it read "
+               "(fleet-less rows, scope_org rows, other fleets at trust 2).")
+
+
+def matrix_mechanism(profile: str, path: str, verdict: str) -> str | None:
+    """The sentence for a backend's gap-catalogue line (None for a bundled profile)."""
+    backend = backend_of(profile)
+    if backend is None:
+        return None
+    if verdict == "miss":
+        return MATRIX_MISS
+    if path in ("write", "bulk_write", "entity_upsert"):
+        return MATRIX_WRITE
+    family = "search" if path.startswith("search") else path
+    return MATRIX_MECHANISM.get((backend, family), "")
+
+
+NO_MATRIX = ("no matrix runs of a backend yet: run `make backends` (or `python -m fleetprobe run "
+             "matrix --params params/smoke/matrix.yaml --set target.kind=backend --set "
+             "target.backend=<langgraph|mem0|crewai>`)")
+
+
+def matrix_paths_table(results: Results) -> Table:
+    """One row per matrix path, one column per target (backends first, then the bundled
+    profiles), each from its canonical matrix run: `gaps/judged` (with misses), or `n/a` with
+    the count when the target has no equivalent of the path or of what its probes need."""
+    canonical = results.canonical[results.canonical.experiment == "matrix"]
+    if canonical.empty or canonical.profile.map(backend_of).isna().all():
+        return Table("backends_matrix", "Governance matrix per path: backends beside the "
+                     "bundled profiles", pd.DataFrame(), NO_MATRIX)
+    paths = results.view("backend_matrix_paths", list(canonical.run_id))
+    targets = sorted(canonical.profile.dropna().unique(),
+                     key=lambda p: (backend_of(p) is None, p))
+    run_of = dict(zip(canonical.profile, canonical.run_id, strict=False))
+    rows, reasons = [], {}
+    for path in PATHS:
+        line: dict[str, Any] = {"path": path}
+        for target in targets:
+            cell = paths[(paths.run_id == run_of[target]) & (paths.path == path)]
+            line[target] = _cell(cell)
+            if backend_of(target) and not cell.empty and cell.na_reason.notna().any():
+                reasons.setdefault(path, {})[backend_of(target)] = cell.na_reason.iloc[0]
+        rows.append(line)
+    frame = pd.DataFrame(rows)
+    frame["why not applicable (backends)"] = [_why(reasons.get(p, {})) for p in frame.path]
+    return Table("backends_matrix", "Governance matrix per path: backends beside the bundled "
+                 "profiles", frame,
+                 "Cell = gaps/judged probes (and misses) from each target's canonical matrix "
+                 "run; `n/a (k)` = k probes not applicable (the backend has no equivalent of the "
+                 "path, or of the world-building step its probes need), neither pass nor fail; "
+                 "`-` = not probed. Backends run params/backends.yaml's matrix configuration, "
+                 "the bundled profiles params/reference/matrix.yaml: compare rates, not counts.")
+
+
+def _why(reasons: dict[str, str]) -> str:
+    """`langgraph, mem0: <reason>; crewai: <other>`, without the envelope's backend prefix."""
+    grouped: dict[str, list[str]] = {}
+    for backend, reason in reasons.items():
+        short = re.sub(r"not supported by this backend \([a-z0-9]+\): ", "", reason)
+        grouped.setdefault(short, []).append(backend)
+    return "; ".join(f"{', '.join(bs)}: {r}" for r, bs in grouped.items())
+
+
+def _cell(cell: pd.DataFrame) -> str:
+    if cell.empty:
+        return "-"
+    judged, gaps = int(cell.judged.sum()), int(cell.gaps.sum())
+    misses, na = int(cell.misses.sum()), int(cell.not_applicable.sum())
+    parts = [f"{gaps}/{judged} gaps" + (f", {misses} misses" if misses else "")] if judged else []
+    if na:
+        parts.append(f"n/a ({na})")
+    return "; ".join(parts) or "-"
+
+
 def write_backends_report(results: Results, out_dir: Path,
                           traces_root: Path | None = None) -> dict[str, Any]:
     """Write tables/backends.{csv,md,tex}, figures/backends_leakage.{png,pdf} and
@@ -265,6 +373,7 @@ def write_backends_report(results: Results, out_dir: Path,
     out_dir = Path(out_dir)
     table = backends_table(results, traces_root)
     paths = write_table(table, out_dir / "tables")
+    paths += write_table(matrix_paths_table(results), out_dir / "tables")
     figure_paths, figure_note = backends_figure(results, out_dir / "figures", table)
     repro = out_dir / "backends_repro.md"
     repro.write_text(reproductions(results), encoding="utf-8")

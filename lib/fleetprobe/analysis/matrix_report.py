@@ -209,6 +209,11 @@ def reproduction(row: pd.Series) -> str:
 
 
 def mechanism(profile: str, path: str, verdict: str) -> str:
+    from fleetprobe.analysis.backends_report import matrix_mechanism  # results imports us
+
+    backend = matrix_mechanism(profile, path, verdict)
+    if backend is not None:  # a memory system behind the wire adapter (docs/backends.md)
+        return backend
     if profile == "naive" and verdict == "gap":
         return FLAT
     if verdict == "miss":

@@ -760,9 +760,14 @@ SELECT f.*, p.op, p.status AS example_status, p.error AS example_error, p.who, p
 FROM found f
 LEFT JOIN matrix_probes p ON p.run_id = f.run_id AND p.probe_id = f.example_probe;
 
--- paths the target has no endpoint for, in its own words
+-- paths the target has no endpoint for, in its own words (a backend adapter's answer to the
+-- path itself first, else why its probes were not sent: docs/backends.md)
 CREATE VIEW matrix_not_applicable AS
-SELECT run_id, run_profile AS profile, path, any_value(what) AS reason, count(*) AS probes
+SELECT run_id, run_profile AS profile, path,
+       coalesce(min(what) FILTER (WHERE what NOT LIKE 'its row was not built%'
+                                    AND what NOT LIKE 'no % to replay%'
+                                    AND what NOT LIKE 'no entity linked%'), min(what)) AS reason,
+       count(*) AS probes
 FROM matrix_verdicts WHERE verdict = 'n/a' GROUP BY ALL;
 
 -- cross-tenant probes and how many of them succeeded (returned, revealed or changed)
@@ -817,3 +822,40 @@ SELECT r.run_id, r.profile, r.target_kind, r.complete,
        (SELECT count(*) FROM matrix_agent_drift d WHERE d.run_id = r.run_id)    AS agents_drifted
 FROM runs r JOIN matrix_verdicts v USING (run_id)
 GROUP BY ALL;
+
+-- Backends x governance matrix (issue 11): per matrix run, judged probes and their gaps and
+-- misses, and the probes not applicable (a path or world-building step the backend lacks), for
+-- the backends table; per run and path for tables/backends_matrix (backends_report.py).
+-- ---------------------------------------------------------------------------------------
+
+CREATE VIEW backend_matrix_counts AS
+WITH v AS (SELECT * FROM matrix_verdicts WHERE path NOT LIKE 'paper_%')
+SELECT run_id, 'matrix_gap' AS metric,
+       count(*) FILTER (WHERE verdict = 'gap')                  AS numerator,
+       count(*) FILTER (WHERE verdict NOT IN ('n/a', 'error'))  AS denominator,
+       count(*) FILTER (WHERE verdict = 'n/a')                  AS not_applicable,
+       CASE WHEN count(*) FILTER (WHERE verdict = 'n/a') > 0
+            THEN 'paths or world-building steps the target lacks (tables/backends_matrix.md)'
+       END                                                      AS na_reason
+FROM v GROUP BY run_id
+UNION ALL
+SELECT run_id, 'matrix_miss',
+       count(*) FILTER (WHERE verdict = 'miss'),
+       count(*) FILTER (WHERE verdict NOT IN ('n/a', 'error')),
+       count(*) FILTER (WHERE verdict = 'n/a'),
+       CASE WHEN count(*) FILTER (WHERE verdict = 'n/a') > 0
+            THEN 'paths or world-building steps the target lacks (tables/backends_matrix.md)'
+       END
+FROM v GROUP BY run_id;
+
+CREATE VIEW backend_matrix_paths AS
+SELECT run_id, run_profile AS profile, path,
+       count(*) FILTER (WHERE verdict NOT IN ('n/a', 'error')) AS judged,
+       count(*) FILTER (WHERE verdict = 'gap')                 AS gaps,
+       count(*) FILTER (WHERE verdict = 'miss')                AS misses,
+       count(*) FILTER (WHERE verdict = 'n/a')                 AS not_applicable,
+       count(*) FILTER (WHERE verdict = 'error')               AS errors,
+       -- the path's own answer first, else why its probes were not sent
+       coalesce(min(what) FILTER (WHERE verdict = 'n/a' AND what LIKE 'not supported%'),
+                min(what) FILTER (WHERE verdict = 'n/a'))      AS na_reason
+FROM matrix_verdicts WHERE path NOT LIKE 'paper_%' GROUP BY ALL;

@@ -104,7 +104,7 @@ async def version(state: StateDep) -> dict:
 
 @router.get("/whoami")
 async def whoami(request: Request, state: StateDep) -> dict:
-    caller = state.keys.peek(request.headers.get("x-api-key"))
+    caller = state.keys.peek(request.headers)
     if caller is None or caller.is_admin:
         return {"tenant_id": None, "agent_id": None,
                 "auth_source": "anonymous" if caller is None else "admin-key"}
@@ -140,8 +140,16 @@ async def provision(body: ProvisionRequest, caller: CallerDep, state: StateDep) 
 async def write(body: MemoryCreate, caller: CallerDep, state: StateDep) -> Any:
     caller.enforce_tenant(body.tenant_id)
     who = state.identity(caller)
+    if body.status not in (None, "active"):
+        return not_supported(state.backend.name, "POST /memories with a status",
+                             "no status lifecycle: every memory the backend stores is live")
     agent_id = who.agent_id or body.agent_id  # an agent key writes as itself
-    fleet_id = body.fleet_id if body.fleet_id is not None else who.fleet_id
+    # as on MemClaw: the body's fleet, else the writing agent's home fleet (for a tenant key
+    # writing as a provisioned agent, that agent's; an unknown agent has none)
+    writer = (state.storage.get_agent(body.tenant_id, agent_id)
+              if who.agent_id is None and agent_id else None)
+    home = who.fleet_id if who.agent_id is not None else writer.fleet_id if writer else None
+    fleet_id = body.fleet_id if body.fleet_id is not None else home
     memory = StoredMemory(
         tenant_id=body.tenant_id, content=body.content, agent_id=agent_id, fleet_id=fleet_id,
         visibility=body.visibility or "scope_team", metadata=dict(body.metadata or {}),
@@ -189,6 +197,10 @@ UNSUPPORTED: tuple[tuple[str, str, str], ...] = (
     ("POST", "/memories/bulk", "MemClaw's bulk write with per-item admission"),
     ("PATCH", "/memories/{memory_id}", "MemClaw's governed update"),
     ("DELETE", "/memories/{memory_id}", "MemClaw's soft delete"),
+    ("PATCH", "/memories/{memory_id}/status", "no status lifecycle"),
+    ("POST", "/recall", "MemClaw's second search endpoint; the backend's search is "
+     "measured through POST /search"),
+    ("GET", "/entities/{entity_id}", "no entity graph"),
     ("GET", "/memories/{memory_id}/contradictions",
      "no contradiction detection or supersession runs without an LLM"),
     ("POST", "/memories/redistribute", "no re-homing of a memory onto another agent"),

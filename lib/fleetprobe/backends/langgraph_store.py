@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from .base import Identity, NotSupported, SearchScope, StoredMemory
-from .embedder import DIM, KitEmbeddings
+from .embedder import DIM
+from .langchain_shims import KitEmbeddings
 
 
 def namespace_for(memory: StoredMemory) -> tuple[str, ...]:

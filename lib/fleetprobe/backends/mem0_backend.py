@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .base import Identity, NotSupported, SearchScope, StoredMemory
-from .embedder import DIM, KitEmbeddings, NoLLM
+from .embedder import DIM
+from .langchain_shims import KitEmbeddings, NoLLM
 
 # Wire fields kept in mem0's metadata (mem0 promotes user_id/agent_id/run_id itself).
 _META_FIELDS = ("id", "fleet_id", "visibility", "memory_type", "source_uri", "created_at")

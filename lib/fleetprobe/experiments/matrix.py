@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from fleetprobe.client import Credential, Result, body_field
+from fleetprobe.client import Credential, Result, body_field, not_supported
 from fleetprobe.experiments import matrix_check
 from fleetprobe.experiments.matrix_world import (
     CHAIN_OBJECTS,
@@ -128,6 +128,12 @@ class Wire:
     entities: dict[tuple[str, str | None], str] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
     bulk_absent: bool = False
+    # a backend adapter (docs/backends.md) answers "not supported" where its memory system
+    # has no equivalent: per world-building step (entity, bulk, trust, agents, list) and per
+    # row it could not build as planned (a status, a deletion), the reason; the probes that
+    # need them are recorded not applicable with it, never sent
+    unsupported: dict[str, str] = field(default_factory=dict)
+    unbuilt: dict[str, str] = field(default_factory=dict)
 
 
 def wire(ctx: RunContext) -> Wire:
@@ -212,6 +218,7 @@ async def _entity(ctx: RunContext, w: Wire, tenant: str, fleet: str | None) -> N
         "fleet_id": fleet_id(ctx, fleet), "entity_type": "service",
         "canonical_name": entity_name(ctx, fleet)})
     ctx.record("setup", result, step="entity", who=f"{tenant}.tk")
+    _note_unsupported(w, "entity", result)
     if result.ok and body_field(result.body, "id"):
         w.entities[(tenant, fleet)] = result.body["id"]
 
@@ -266,7 +273,9 @@ async def _bulk(ctx: RunContext, w: Wire, owner: str, vis: str, chunk: int,
         "agent_id": w.agent_ids[owner], "visibility": vis,
         "items": [_item(ctx, w, r, spec.home) for r in batch]}, attempt)
     ctx.record("setup", result, step="bulk", who=owner)
-    if matrix_check.endpoint_absent({"status": result.status, "error": result.error}):
+    _note_unsupported(w, "bulk", result)
+    if matrix_check.endpoint_absent({"status": result.status, "error": result.error,
+                                     "not_applicable": not_supported(result)}):
         w.bulk_absent = True
         ctx.trace.skip("bulk", f"no bulk endpoint ({result.error}); victim and world rows "
                        "are written one by one, bulk_attempt probes are n/a")
@@ -276,6 +285,14 @@ async def _bulk(ctx: RunContext, w: Wire, owner: str, vis: str, chunk: int,
         if isinstance(index, int) and index < len(batch) and item.get("id"):
             _remember(w, batch[index], item["id"])
             w.attempts[batch[index].key] = (attempt, index)
+
+
+def _note_unsupported(w: Wire, step: str, result: Result) -> str | None:
+    """Remember a backend's "not supported" answer to a world-building step."""
+    reason = not_supported(result)
+    if reason is not None:
+        w.unsupported.setdefault(step, reason)
+    return reason
 
 
 def _remember(w: Wire, row: RowSpec, memory_id: str) -> None:
@@ -291,6 +308,9 @@ async def _single(ctx: RunContext, w: Wire, row: RowSpec, idempotent: bool) -> N
         **_item(ctx, w, row, spec.home)},
         headers={"Idempotency-Key": key} if key else None)
     ctx.record("setup", result, step="write", who=row.owner, row_key=row.key)
+    reason = not_supported(result)
+    if reason is not None:  # e.g. a status the backend cannot store: the row is not built
+        w.unbuilt[row.key] = reason
     if result.status == 201 and body_field(result.body, "id"):
         _remember(w, row, result.body["id"])
         if key:
@@ -316,6 +336,8 @@ async def _delete(ctx: RunContext, w: Wire, row: RowSpec) -> None:
     ctx.record("setup", result, step="delete", who=f"{row.tenant}.tk", row_key=row.key)
     if result.status == 204:
         w.deleted.add(row.key)
+    elif (reason := _note_unsupported(w, "delete", result)) is not None:
+        w.unbuilt[row.key] = reason  # it stays live: not the deleted row the plan needs
 
 
 async def set_trust(ctx: RunContext) -> None:
@@ -328,6 +350,7 @@ async def _trust(ctx: RunContext, w: Wire, a: PrincipalSpec) -> None:
     result = await ctx.client.patch_trust(w.creds[f"{a.tenant}.tk"], w.agent_ids[a.key],
                                           a.trust)
     ctx.record("setup", result, step="trust", who=a.key)
+    _note_unsupported(w, "trust", result)
 
 
 async def census(ctx: RunContext) -> None:
@@ -350,10 +373,17 @@ async def _census_agent(ctx: RunContext, w: Wire, a: PrincipalSpec, step: str) -
     cred = w.creds[f"{a.tenant}.tk"]
     result = await ctx.client.request("GET", f"/agents/{w.agent_ids[a.key]}", cred=cred,
                                       params={"tenant_id": cred.tenant_id})
+    if _note_unsupported(w, "agents", result) is not None:
+        # No agent records (a backend adapter): the principal is judged at the plan's trust
+        # and the home fleet its key was provisioned with, which the backend never sees.
+        ctx.record("setup", result, step="census", who=a.key)
+        ctx.record("census_agent", step=step, who=a.key, tenant=a.tenant, credential="agent",
+                   trust=a.trust, home=a.home, source="plan")
+        return
     trust = body_field(result.body, "trust_level") if result.ok else None
     home = plan_fleet(w, body_field(result.body, "fleet_id")) if result.ok else None
     ctx.record("census_agent", result, step=step, who=a.key, tenant=a.tenant,
-               credential="agent", trust=trust, home=home)
+               credential="agent", trust=trust, home=home, source="target")
 
 
 async def _census_rows(ctx: RunContext, w: Wire, owner: str) -> None:
@@ -366,19 +396,39 @@ async def _census_rows(ctx: RunContext, w: Wire, owner: str) -> None:
             query["cursor"] = cursor
         result = await ctx.client.list_memories(cred, **query)
         ctx.record("setup", result, step="census", who=owner)
+        if _note_unsupported(w, "list", result) is not None:
+            await _census_by_id(ctx, w, owner)
+            return
         for item in body_field(result.body, "items") or []:
             key = w.row_of.get(item.get("id"))
             if key is None:
                 continue
-            owner_key = w.principal_of.get((spec.tenant, item.get("agent_id")),
-                                           item.get("agent_id"))
-            ctx.record("census_row", row_key=key, tenant=spec.tenant,
-                       fleet=plan_fleet(w, item.get("fleet_id")),
-                       visibility=item.get("visibility"), owner=owner_key,
-                       row_status=item.get("status"), deleted=key in w.deleted)
+            _census_row(ctx, w, spec.tenant, key, item, "list")
         cursor = body_field(result.body, "next_cursor")
         if not cursor:
             return
+
+
+def _census_row(ctx: RunContext, w: Wire, tenant: str, key: str, item: dict[str, Any],
+                source: str) -> None:
+    owner_key = w.principal_of.get((tenant, item.get("agent_id")), item.get("agent_id"))
+    ctx.record("census_row", row_key=key, tenant=tenant, fleet=plan_fleet(w, item.get("fleet_id")),
+               visibility=item.get("visibility"), owner=owner_key,
+               row_status=item.get("status"), deleted=key in w.deleted, source=source)
+
+
+async def _census_by_id(ctx: RunContext, w: Wire, owner: str) -> None:
+    """No listing (a backend adapter): each of the owner's rows read back by id with its
+    tenant key, the backend's own account of where the row lives."""
+    spec = ctx.plan.world.principals[owner]
+    cred = w.creds[f"{spec.tenant}.tk"]
+    keys = [r.key for r in ctx.plan.world.rows.values()
+            if r.owner == owner and r.key in w.memory_ids]
+    for key in keys:
+        result = await ctx.client.get(cred, w.memory_ids[key])
+        ctx.record("setup", result, step="census", who=owner, row_key=key)
+        if result.ok and body_field(result.body, "id") == w.memory_ids[key]:
+            _census_row(ctx, w, spec.tenant, key, result.body, "get")
 
 
 # -- probes ----------------------------------------------------------------------------------
@@ -398,6 +448,10 @@ async def run_probes(ctx: RunContext) -> None:
     runnable = []
     for probe in world.probes:
         who, row = world.principals[probe.who], world.rows[probe.row]
+        reason = _not_sendable(w, probe) if who.key in w.creds else None
+        if reason is not None:
+            _record_not_sent(ctx, w, probe, reason)
+            continue
         if who.key not in w.creds or row.key not in w.memory_ids:
             continue  # its tenant, key or row is missing: said in the manifest's `skipped`
         if probe.target and probe.target not in w.agent_ids:
@@ -408,6 +462,28 @@ async def run_probes(ctx: RunContext) -> None:
         ctx.trace.skip("probes", f"{missing} probes need a principal or row the target "
                        "did not provide (see the earlier skips)")
     await ctx.gather([_probe(ctx, w, p) for p in runnable], desc="probes")
+
+
+def _not_sendable(w: Wire, probe: ProbeSpec) -> str | None:
+    """Why a probe cannot be sent: its subject needs a world-building step the target
+    answered "not supported" (a row it could not build, no bulk attempt id, no entity)."""
+    if probe.row in w.unbuilt:
+        return f"its row was not built as planned: {w.unbuilt[probe.row]}"
+    if probe.path == "bulk_attempt" and probe.row not in w.attempts and "bulk" in w.unsupported:
+        return f"no bulk attempt id to replay: {w.unsupported['bulk']}"
+    if probe.path == "entity" and "entity" in w.unsupported:
+        return f"no entity linked to the row: {w.unsupported['entity']}"
+    return None
+
+
+def _record_not_sent(ctx: RunContext, w: Wire, probe: ProbeSpec, reason: str) -> None:
+    """Not applicable, with the reason; counted like a probe, never judged."""
+    who, row = ctx.plan.world.principals[probe.who], ctx.plan.world.rows[probe.row]
+    ctx.record("probe", na=reason, probe_id=probe.probe_id, who=probe.who, path=probe.path,
+               row_key=probe.row, variant=probe.variant, target=probe.target)
+    if probe.path == "redistribute" and who.kind == "agent" and who.tenant == row.tenant:
+        ctx.record("probe", na=reason, probe_id=f"{probe.probe_id}a", who=probe.who,
+                   path="after_redistribute", row_key=probe.row, target=probe.target)
 
 
 def _cred(w: Wire, who: PrincipalSpec, row: RowSpec, variant: str | None) -> Credential:
@@ -771,9 +847,10 @@ class Matrix(Experiment):
         return [judge]
 
     def client_params(self, params: MatrixParams) -> ClientParams:
-        """Unpaced against the bundled server (its limits are lifted); a live target keeps
+        """Unpaced against the bundled server (its limits are lifted) and a backend adapter
+        (no rate limits); a live target keeps
         the params' pacing, below its rate limits."""
-        if params.target.kind != "reference":
+        if params.target.kind not in ("reference", "backend"):  # backends: no rate limits
             return params.client
         return params.client.model_copy(update={
             "writes_per_s": None, "bulk_per_s": None, "searches_per_s": None})

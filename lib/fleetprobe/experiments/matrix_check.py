@@ -8,7 +8,9 @@ probe against `fleetprobe.policy`. Verdicts:
 - `gap`: the path returned, revealed or changed what the policy denies;
 - `miss`: a path that must return the row withheld what the policy allows;
 - `refused`: a change the policy allows was refused (stricter than the policy, not a miss);
-- `n/a`: the target has no such endpoint (its own words in `what`);
+- `n/a`: the target has no such endpoint (its own words in `what`), or a backend adapter
+  answered that its memory system has no equivalent of the probe or of the world-building
+  step the probe needs (`not_applicable`, docs/backends.md): neither a pass nor a failure;
 - `error`: no answer (transport error) or the probe's subject was never observed;
 - `ok`: everything else.
 """
@@ -34,7 +36,10 @@ WHAT_GAP_PATH = {"agent_read": "returns the agent record",
 
 
 def endpoint_absent(event: dict[str, Any]) -> str | None:
-    """The target's words when it has no route for the probe (None when it answered)."""
+    """The target's words when it has no route for the probe (None when it answered), or
+    a backend adapter's "not supported by this backend" reason."""
+    if event.get("not_applicable"):
+        return str(event["not_applicable"])
     if event.get("status") not in NA_STATUSES:
         return None
     message = (event.get("error") or "").split(" ", 1)[-1]
@@ -104,6 +109,12 @@ def judge_probe(e: dict[str, Any], principals: dict[str, Principal], rows: dict[
     path = e["path"]
     p = principals.get(e["who"])
     row = rows.get(e["row_key"])
+    if e.get("not_applicable"):  # before the subject: an unbuilt row was never observed
+        owner = principals.get(row.owner or "") if row is not None else None
+        if path == "agent_read" and owner is not None:
+            row = policy.agent_record(owner)
+        rel = policy.relation(p, row) if p is not None and row is not None else "unknown"
+        return _verdict(e, p, row, rel, None, "n/a", str(e["not_applicable"]))
     if p is None or row is None:
         return _verdict(e, p, row, "unknown", None, "error", "subject not observed")
     if path == "after_redistribute":

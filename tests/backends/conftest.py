@@ -1,0 +1,57 @@
+"""One adapter per backend for the whole `tests/backends` session: every smoke (leakage,
+matrix) and wire-level test of a backend talks to the same adapter process, each in a fresh
+tenant, through the harness's shared-server hook (`FLEETPROBE_SHARED_SERVERS`, as `fleetprobe
+reproduce --fast` shares a bundled server). Importing a backend is most of an adapter's
+start-up (CrewAI's about 10 s on an idle 2-core machine), so this pays it once per backend.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetprobe.backends.process import BackendServer
+from fleetprobe.runner import run_experiment
+from fleetprobe.targets import ENV_SHARED_SERVERS, TargetParams
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULE = {"langgraph": "langgraph", "mem0": "mem0", "crewai": "crewai"}
+PACKAGE = {"langgraph": "langgraph", "mem0": "mem0ai", "crewai": "crewai"}
+
+
+def need(backend: str) -> None:
+    if importlib.util.find_spec(MODULE[backend]) is None:
+        pytest.skip(f"{PACKAGE[backend]} is not installed (make backends-smoke)")
+
+
+@pytest.fixture(scope="session")
+def backend_server() -> Iterator[Callable[[str], BackendServer]]:
+    """`backend_server("crewai")`: the session's adapter of that backend, started on first use."""
+    started: dict[str, BackendServer] = {}
+
+    def get(backend: str) -> BackendServer:
+        need(backend)
+        if backend not in started:
+            t0 = time.monotonic()
+            started[backend] = BackendServer(backend).start()
+            print(f"\n{backend} adapter start-up: {time.monotonic() - t0:.1f} s")
+        return started[backend]
+
+    yield get
+    for server in started.values():
+        server.close()
+
+
+def run_on(server: BackendServer, experiment: str, params: dict[str, Any],
+           monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run `experiment` with `params` (from `load_params`) against the shared adapter."""
+    key = TargetParams.model_validate(params["target"]).model_dump_json()
+    monkeypatch.setenv(ENV_SHARED_SERVERS, json.dumps({key: {
+        "base_url": server.base_url, "admin_key": server.admin_key}}))
+    return run_experiment(experiment, params)
