@@ -93,7 +93,8 @@ def fig2_leakage_envelope(results: Results, out_dir: Path) -> FigureOutput:
     legend_ax = axd["legend"]
     legend_ax.axis("off")
     legend_ax.add_artist(legend_ax.legend(handles, labels, title="profile (panels a, b)",
-                                          loc="upper left", frameon=False))
+                                          loc="upper left", frameon=False,
+                                          ncol=2 if len(labels) > 6 else 1))
     if variants.empty:
         axd["c"].axis("off")
     else:
@@ -184,12 +185,12 @@ def fig5_visibility(results: Results, out_dir: Path) -> FigureOutput:
     frame = counts.assign(profile=counts.run_id.map(runs.set_index("run_id").profile),
                           rate=[r.value for r in rates], low=[r.low for r in rates],
                           high=[r.high for r in rates], k=counts.visible, n=counts.probes)
-    fig, ax = plt.subplots(figsize=(7, 4.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(9, 5.4), layout="constrained")
     _bars_with_ci(ax, frame, x="reader_relation", x_order=["sibling", "foreign"],
                   hue="profile", hue_order=_profile_order(frame.profile))
     ax.set(xlabel="reader relation to the writer's fleet",
-           ylabel="visibility rate (95% Wilson CI)", ylim=(0, 1.15))
-    sns.move_legend(ax, "upper center", bbox_to_anchor=(0.5, -0.14), ncol=4, title="profile",
+           ylabel="visibility rate (95% Wilson CI)", ylim=(0, 1.25))
+    sns.move_legend(ax, "upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, title="profile",
                     frameon=False)
     n = frame.drop_duplicates("reader_relation").set_index("reader_relation").n
     caption = ("Visibility probes of each profile's canonical propagation run: n = "
@@ -337,6 +338,7 @@ def _bars_with_ci(ax, frame: pd.DataFrame, x: str, x_order: list[str], hue: str,
     sns.barplot(data=frame, x=x, y="rate", hue=hue, order=x_order, hue_order=hue_order,
                 errorbar=None, ax=ax, palette=palette)
     indexed = frame.set_index([x, hue])
+    crowded = len(hue_order) > 5  # horizontal k/n labels of narrow bars run into each other
     for group, container in zip(hue_order, ax.containers, strict=False):
         for x_value, bar in zip(x_order, container, strict=False):
             if (x_value, group) not in indexed.index:
@@ -346,7 +348,8 @@ def _bars_with_ci(ax, frame: pd.DataFrame, x: str, x_order: list[str], hue: str,
             ax.errorbar(centre, row.rate, yerr=[[row.rate - row.low], [row.high - row.rate]],
                         color="black", capsize=3, linewidth=1)
             ax.annotate(f"{int(row.k)}/{int(row.n)}", (centre, row.high), ha="center",
-                        va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
+                        va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points",
+                        rotation=90 if crowded else 0)
 
 
 def _distribution(name: str, title: str, out_dir: Path, values: pd.Series,
