@@ -101,7 +101,7 @@ def new_reproduction(root: Path, plan: Plan, fast: bool, jobs: int) -> Path:
         _write_json(directory / RECORD, {
             "plan": plan.name, "plan_file": str(plan.path), "fast": fast, "jobs": jobs,
             "created_at": _now(), "git_commit": git_commit(), "complete": False,
-            "shared_servers": True, "runs": {}, "report": None})
+            "shared_servers": fast, "runs": {}, "report": None})
         return directory
     raise RuntimeError(f"could not create a reproduction directory under {root}")
 
@@ -110,13 +110,14 @@ def new_reproduction(root: Path, plan: Plan, fast: bool, jobs: int) -> Path:
 
 
 class SharedServers:
-    """One bundled server per distinct target (profile and server options), started by the
-    first run that needs it and shared by every run of that target, each run in a tenant of
-    its own (the paper's rate limits are per tenant). A dozen servers start instead of one
-    per run, and the runs share this process instead of a Python start-up each: on a busy
-    2-core machine the start-ups, not the rate limits, were the long pole. A server that
-    fails to start fails that run's attempt with the server's output; the retry starts it
-    again. Runs find their server in the environment (`targets.reference_target`)."""
+    """Fast mode: one bundled server per distinct target (profile and server options),
+    started by the first run that needs it and shared by every run of that target, each run
+    in a tenant of its own (the rate limits are per tenant). Evidence runs do not share: a
+    server busy with seven runs queues their requests, and GET p50 went from tens to hundreds
+    of ms, so each starts its own (in its thread, under the machine-wide start slots). A
+    server that fails to start fails that run's attempt with the server's output; the retry
+    starts it again. Runs find a shared server in the environment
+    (`targets.reference_target`)."""
 
     def __init__(self) -> None:
         self._servers: dict[str, Any] = {}
@@ -159,9 +160,10 @@ class SharedServers:
 
 def _attempt(directory: Path, run: PlannedRun, n: int, fast: bool,
              servers: SharedServers) -> tuple[int, str, str]:
-    """One attempt at a run, in a thread of this process: its server (shared, started on
-    first use), then the experiment into a work directory that moves to `runs/` when
-    complete, or to `failed/` (named, inspectable) when not."""
+    """One attempt at a run, in a thread of this process (no Python start-up per run): its
+    server (fast: shared, started on first use; else its own), then the experiment into a
+    work directory that moves to `runs/` when complete, or to `failed/` (named,
+    inspectable) when not."""
     import traceback
 
     from fleetprobe.runner import describe_failure, load_params, run_experiment
@@ -171,7 +173,8 @@ def _attempt(directory: Path, run: PlannedRun, n: int, fast: bool,
     log = directory / "logs" / f"{run.key}.attempt{n}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        servers.ensure(run.target_key(fast=fast))
+        if fast:
+            servers.ensure(run.target_key(fast=True))
         params = load_params(run.params_file,
                              run.settings([f"traces_root={work}", "progress=false"], fast))
         run_dir = run_experiment(run.experiment, params)
