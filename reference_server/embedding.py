@@ -52,14 +52,14 @@ class HashingEmbedder:
         # A search re-embeds its query and every graph-reached row's content; experiments
         # repeat queries at several top_k. Read-only results, so no caller can alter a
         # cached vector.
-        self.embed = lru_cache(maxsize=8_192)(self._embed)  # type: ignore[method-assign]
+        self._cached = lru_cache(maxsize=8_192)(self._embed)
 
     def _make_word_vector(self, word: str) -> np.ndarray:
         seed = int.from_bytes(hashlib.sha256(word.encode("utf-8")).digest()[:8], "little")
         return np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
 
-    def embed(self, text: str) -> np.ndarray:  # replaced per instance by a cached `_embed`
-        return self._embed(text)
+    def embed(self, text: str) -> np.ndarray:
+        return self._cached(text)
 
     def _embed(self, text: str) -> np.ndarray:
         words = tokens(text)

@@ -287,12 +287,14 @@ def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path, 
     """`notebooks/<experiment>.ipynb` on each shown run and the report notebook over
     `traces_root`, side by side, into `out_dir`; the (name, output) of each that failed."""
     items: list[tuple[str, list[str]]] = []
+    copied = 0
     for experiment, run_dir in sorted(shown.items()):
         source = Path("notebooks") / f"{experiment}.ipynb"
         early = (staged or {}).get(experiment)
         if early is not None and early[0] == run_dir.name:
             out_dir.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(early[1], out_dir / source.name)  # executed while runs went on
+            copied += 1
         elif source.is_file():
             items.append((experiment, notebook_command(source, out_dir / source.name,
                                                        "-p", "run_dir", str(run_dir))))
@@ -311,10 +313,9 @@ def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path, 
     bad = [(name, output) for name, code, output in results if code != 0]
     for name, output in bad:
         print(f"FAILED  notebook {name}:\n{output.strip()}", flush=True)
-    early = len(shown) + 1 - len(items)
     print(f"notebooks: {len(results) - len(bad)} executed into {out_dir}/ in "
           f"{time.monotonic() - started:.0f} s" + (f", {len(bad)} failed" if bad else "")
-          + (f" ({early} more executed while the runs went on)" if early else ""),
+          + (f" ({copied} more executed while the runs went on)" if copied else ""),
           flush=True)
     return bad
 
