@@ -592,7 +592,7 @@ class PostgresStorage:
     def memories_linked_to(self, tenant_id: str, entity_id: str) -> list[dict]:
         rows = self._all(f"SELECT {ROW_COLUMNS_M} FROM memories m JOIN memory_entity_links l "
                          "ON l.memory_id = m.id WHERE m.tenant_id = %s AND l.entity_id = %s "
-                         "AND m.deleted_at IS NULL ORDER BY m.created_at DESC",
+                         "AND m.deleted_at IS NULL ORDER BY m.created_at DESC, m.id DESC",
                          (tenant_id, entity_id))
         return [_row(r) for r in rows]
 

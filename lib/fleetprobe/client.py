@@ -12,6 +12,8 @@ by `known_secrets()` so the trace writer can refuse to persist any string that c
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -149,6 +151,13 @@ def short_error(status: int, body: Any) -> str:
     return f"{status} {message}"[:ERROR_MAX_CHARS]
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx builds a default context (the CA bundle, ~30 ms of CPU) per client; a run makes
+    a client per target and the tests hundreds, so one per process serves them all."""
+    return ssl.create_default_context()
+
+
 class MemClawClient:
     """Async client for the MemClaw REST endpoints the experiments use.
 
@@ -177,6 +186,7 @@ class MemClawClient:
             timeout=timeout_s,
             transport=transport,
             limits=httpx.Limits(max_connections=max_concurrency * 2),
+            verify=_tls_context(),
         )
 
     async def __aenter__(self) -> MemClawClient:

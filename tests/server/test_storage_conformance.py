@@ -401,4 +401,20 @@ def test_entities(store: Storage) -> None:
     store.insert_memory(memory("ccc", deleted_at="2026-01-02T00:00:00+00:00"), unit(rng),
                         [("e1", None)])
     assert [r["id"] for r in store.memories_linked_to("t1", "e1")] == ["bb", "a"]
-    assert store.memories_linked_to("t2", "e1") == []
+    assert list(store.memories_linked_to("t2", "e1")) == []
+
+
+def test_a_hub_entity_yields_every_linked_row_newest_first(store: Storage) -> None:
+    """The SQLite store reads linked rows in pages; past a page boundary nothing is lost,
+    repeated or reordered (ties in created_at broken by id on both backends)."""
+    rng = np.random.default_rng(3)
+    expected = []
+    for i in range(150):
+        created = f"2026-01-01T00:{i // 2 // 60:02d}:{i // 2 % 60:02d}+00:00"  # pairs tie
+        store.insert_memory(memory(f"m{i:03d}", created_at=created,
+                                   metadata={"i": i}), unit(rng), [("hub", None)])
+        expected.append((created, f"m{i:03d}"))
+    expected.sort(reverse=True)
+    rows = list(store.memories_linked_to("t1", "hub"))
+    assert [r["id"] for r in rows] == [memory_id for _, memory_id in expected]
+    assert rows[0]["metadata"] == {"i": int(rows[0]["id"][1:])}
