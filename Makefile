@@ -15,13 +15,14 @@ LAB_PORT    ?= 8888
 # (default auto; TEST_JOBS=1 for one process).
 JOBS        ?=
 TEST_JOBS   ?= auto
+XDIST        = $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope)
 EXPERIMENTS := leakage contradiction provenance propagation
 NOTEBOOK    := $(PY) -m fleetprobe.notebooks
 # quiet installs: no pip progress, no setuptools editable-install banner
 PIP         := PYTHONWARNINGS=ignore $(PY) -m pip -q
 export MPLBACKEND := Agg
 
-.PHONY: help setup test lint reproduce reproduce-fast report notebooks promote server lab \
+.PHONY: help setup test test-slow lint reproduce reproduce-fast report notebooks promote server lab \
         batch benchmarks nbval lock docker-build docker-test clean server-pg test-pg scale10x \
         $(EXPERIMENTS:%=run-%)
 
@@ -34,6 +35,8 @@ help:
 	@echo "make notebooks       the executed experiment notebooks from data/traces"
 	@echo "make promote R=DIR   make a reproduction the committed canonical runs, then rebuild"
 	@echo "make test            lint + the test suite (starts the reference server itself)"
+	@echo "make test-slow       what make test leaves out for speed: profile sweeps, the full"
+	@echo "                     fuzz budget, every experiment notebook on fresh smoke runs"
 	@echo "make nbval           committed executed notebooks == what the committed traces give"
 	@echo "make server          reference server on 127.0.0.1:$(PORT) (PROFILE=...); API docs"
 	@echo "                     at http://127.0.0.1:$(PORT)/api/docs"
@@ -68,7 +71,12 @@ lint: $(STAMP)
 	$(PY) -m ruff check lib reference_server tests benchmarks
 
 test: lint
-	$(PY) -m pytest -q $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope)
+	$(PY) -m pytest -q -m "not slow" $(XDIST)
+
+# The checks `make test` leaves out for speed (profile sweeps, the fuzz's full budget, every
+# experiment notebook on fresh smoke runs); CI runs them right after `make test`.
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow $(XDIST)
 
 reproduce: $(STAMP)
 	$(PY) -m fleetprobe reproduce $(PLAN) $(if $(JOBS),--jobs $(JOBS))

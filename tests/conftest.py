@@ -25,6 +25,21 @@ def _server(profile: str, extra_args: tuple[str, ...] = (), **kwargs: Any) -> An
     return ReferenceServer(profile=profile, extra_args=extra_args, **kwargs)
 
 
+# The longest modules (`pytest --durations=0`, summed per file), collected first: under
+# `--dist loadscope` xdist hands modules out in collection order, so a long one left for the
+# end keeps one worker busy after the other has finished. Order only, never results.
+LONGEST_FIRST = (
+    "harness/test_matrix.py", "harness/test_separation_run.py", "harness/test_faults_run.py",
+    "harness/test_contradiction_run.py", "harness/test_provenance_run.py",
+    "analysis/test_committed_report.py", "server/test_fuzz.py", "analysis/test_report.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {REPO / "tests" / name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))
+
+
 @pytest.fixture(scope="session")
 def reference_server() -> Iterator[Any]:
     with _server(DEFAULT_PROFILE) as server:

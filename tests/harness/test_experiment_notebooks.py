@@ -39,8 +39,15 @@ def test_notebook_is_stored_clean_with_a_parameters_cell(experiment: str) -> Non
     assert any("parameters" in c.get("metadata", {}).get("tags", []) for c in cells)
 
 
+# One notebook in `make test` (the others share its code path: a parameters cell, a run, the
+# metric views); every notebook in `make test-slow`, and `make nbval` checks the committed ones.
+QUICK_NOTEBOOK = "leakage"
+
+
 @pytest.mark.notebook
-@pytest.mark.parametrize("experiment", sorted(MUST_SHOW))
+@pytest.mark.parametrize("experiment", [
+    e if e == QUICK_NOTEBOOK else pytest.param(e, marks=pytest.mark.slow)
+    for e in sorted(MUST_SHOW)])
 def test_notebook_runs_on_smoke_params(experiment: str, tmp_path: Path) -> None:
     papermill = pytest.importorskip("papermill")
     out = tmp_path / f"{experiment}.ipynb"

@@ -19,13 +19,16 @@ from .traces import REPO, events, manifest
 
 SMOKE = REPO / "params/smoke/faults.yaml"
 GOVERNED = sorted(p.name for p in PROFILES.values() if p.governed)
+# `make test` runs the as-measured profile and the hardened one; the rest in `make test-slow`.
+QUICK = ("memclaw-2026-05-30", "hardened")
 
 
 def smoke(traces_root: Path, *overrides: str) -> dict[str, Any]:
     return load_params(SMOKE, [f"traces_root={traces_root}", *overrides])
 
 
-@pytest.mark.parametrize("profile", GOVERNED)
+@pytest.mark.parametrize("profile", [
+    p if p in QUICK else pytest.param(p, marks=pytest.mark.slow) for p in GOVERNED])
 def test_faults_smoke_run_is_green_on_every_governed_profile(
         profile: str, start_server: Any, traces_root: Path, scan_for_secrets: Any) -> None:
     server = start_server(profile)

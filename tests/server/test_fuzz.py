@@ -35,7 +35,10 @@ SERVER_ARGS = ("--write-rate", "10000/second", "--search-rate", "10000/second",
                "--bulk-rate", "10000/second", "--detection-delay", "3600")
 # A fixed seed keeps CI repeatable; set FLEETPROBE_FUZZ_SEED to explore other inputs.
 SEED = int(os.environ.get("FLEETPROBE_FUZZ_SEED", "20260530"))
-EXAMPLES = {GenerationMode.POSITIVE: 30, GenerationMode.NEGATIVE: 20}
+# Examples per operation: `make test` draws a quick budget, `make test-slow` the full one.
+EXAMPLES = {"quick": {GenerationMode.POSITIVE: 10, GenerationMode.NEGATIVE: 6},
+            "full": {GenerationMode.POSITIVE: 30, GenerationMode.NEGATIVE: 20}}
+MODES = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
 
 OPERATIONS = [
     ("POST", "/api/v1/memories"),
@@ -266,16 +269,17 @@ def send(target: Target, case: Any, headers: dict[str, str]) -> requests.Respons
                      timeout=30)
 
 
-@pytest.mark.parametrize("mode", list(EXAMPLES), ids=lambda m: m.value)
+@pytest.mark.parametrize("budget", ["quick", pytest.param("full", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
 @pytest.mark.parametrize("method,path", OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
 def test_generated_requests_keep_the_wire_contract(target: Target, method: str, path: str,
-                                                   mode: GenerationMode) -> None:
+                                                   mode: GenerationMode, budget: str) -> None:
     op_key = f"{method} {path}"
     operation = target.schema[path][method]
-    rows = seed_rows(target, f"{op_key} {mode.value}")
+    rows = seed_rows(target, f"{op_key} {mode.value} {budget}")
 
     @seed(SEED)
-    @settings(max_examples=EXAMPLES[mode], deadline=None, database=None,
+    @settings(max_examples=EXAMPLES[budget][mode], deadline=None, database=None,
               phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
     @given(case=operation.as_strategy(generation_mode=mode), kind=CREDENTIALS, data=st.data())
     def run(case: Any, kind: str, data: st.DataObject) -> None:
