@@ -51,9 +51,7 @@ help:
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
-	# --no-compile: byte-compiling every installed module took 22 of the install's 37 s; Python
-	# compiles the modules a run imports on first import instead (a few seconds, once).
-	$(PIP) install --no-compile --require-hashes -r $(LOCK)
+	$(PIP) install --require-hashes -r $(LOCK)
 	$(PIP) install --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $(STAMP)
