@@ -131,6 +131,10 @@ def load_plan(path: str | Path, common: Sequence[str] = (), fast: bool = False) 
                       for k, v in (fast_doc.get("experiments") or {}).items()}
     runs = [run for i, entry in enumerate(entries)
             for run in _entry_runs(path, i, entry, fast_common, per_experiment)]
+    if fast:  # unthrottled, the CPU-heaviest runs are the long ones: start them first
+        first = [str(e) for e in fast_doc.get("first") or ()]
+        runs.sort(key=lambda run: first.index(run.experiment) if run.experiment in first
+                  else len(first))
     keys = [run.key for run in runs]
     duplicates = sorted({k for k in keys if keys.count(k) > 1})
     if duplicates:

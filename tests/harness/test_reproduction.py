@@ -103,3 +103,11 @@ def test_the_committed_plan_reads_in_both_modes() -> None:
     assert {r.experiment for r in plan.runs if r.notebook} == {
         "leakage", "contradiction", "provenance", "propagation"}
     assert all("client.searches_per_s=null" in r.settings(fast=True) for r in fast.runs)
+    # fast mode starts the plan's `first` experiments first and otherwise keeps its order
+    assert sorted(r.key for r in fast.runs) == sorted(r.key for r in plan.runs)
+    kinds = [r.experiment for r in fast.runs]
+    n_sep, n_con = kinds.count("separation"), kinds.count("contradiction")
+    assert kinds[:n_sep] == ["separation"] * n_sep
+    assert kinds[n_sep:n_sep + n_con] == ["contradiction"] * n_con
+    rest = [r.key for r in plan.runs if r.experiment not in ("separation", "contradiction")]
+    assert [r.key for r in fast.runs[n_sep + n_con:]] == rest
