@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import ssl
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -151,6 +152,12 @@ def short_error(status: int, body: Any) -> str:
     return f"{status} {message}"[:ERROR_MAX_CHARS]
 
 
+# Set by the first Ctrl-C of a run in the main thread (`runner.run_experiment`): from then on
+# every request raises, so a run stops even if a library's cancel scope absorbed the
+# cancellation that Ctrl-C sent (seen once on a loaded machine: a run went on to complete).
+INTERRUPTED = threading.Event()
+
+
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
     """httpx builds a default context (the CA bundle, ~30 ms of CPU) per client; a run makes
@@ -225,6 +232,8 @@ class MemClawClient:
         retry: RetryPolicy | None = None,
     ) -> Result:
         """Send one logical request, retrying per policy; never raises on HTTP status."""
+        if INTERRUPTED.is_set():
+            raise asyncio.CancelledError("interrupted (Ctrl-C)")
         policy = retry or self.retry
         op = f"{method} {API}{path}" if not path.startswith(API) else f"{method} {path}"
         url = path if path.startswith(API) else f"{API}{path}"

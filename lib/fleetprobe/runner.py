@@ -27,7 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tqdm import tqdm
 
-from fleetprobe.client import MemClawClient, Result, RetryPolicy
+from fleetprobe.client import INTERRUPTED, MemClawClient, Result, RetryPolicy
 from fleetprobe.plans import new_nonce
 from fleetprobe.targets import Target, TargetError, TargetParams, open_target, preflight
 from fleetprobe.trace import Trace
@@ -385,6 +385,8 @@ def run_experiment(name: str, params: dict[str, Any], *, target: Target | None =
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        if threading.current_thread() is threading.main_thread():
+            return asyncio.run(_interruptible(coro))
         return asyncio.run(coro)
     outcome: dict[str, Any] = {}
 
@@ -400,6 +402,32 @@ def run_experiment(name: str, params: dict[str, Any], *, target: Target | None =
     if "exc" in outcome:
         raise outcome["exc"]
     return outcome["dir"]
+
+
+async def _interruptible(coro: Awaitable[Path]) -> Path:
+    """The run under Ctrl-C: the first SIGINT cancels it (as asyncio.run would) and sets
+    `client.INTERRUPTED`, so each later request raises too; it ends as KeyboardInterrupt."""
+    import signal
+
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    assert task is not None
+
+    def on_sigint() -> None:
+        if INTERRUPTED.is_set():  # a second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        INTERRUPTED.set()
+        task.cancel()
+
+    INTERRUPTED.clear()
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    try:
+        return await coro
+    except asyncio.CancelledError:
+        if INTERRUPTED.is_set():
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 def write_summary(run_dir: Path) -> Path | None:

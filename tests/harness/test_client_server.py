@@ -175,3 +175,23 @@ def test_unexpected_shape_stops_the_run_and_names_it(traces_root: Path) -> None:
     assert manifest["complete"] is False and "no id field" in manifest["incomplete_reason"]
     (write,) = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert write["status"] == 201 and write["error"] == "unexpected body: no id field"
+
+
+def test_after_ctrl_c_every_request_raises_without_reaching_the_server(target: Target) -> None:
+    """`client.INTERRUPTED` (set by a run's first Ctrl-C) makes every later request raise
+    before it is sent, even where a library absorbed the cancellation; cleared (a new run),
+    requests go again."""
+    from fleetprobe.client import INTERRUPTED
+
+    async def go() -> tuple[int, int]:
+        async with MemClawClient(target.base_url) as client:
+            before = (await client.health()).status
+            INTERRUPTED.set()
+            try:
+                with pytest.raises(asyncio.CancelledError):
+                    await client.health()
+            finally:
+                INTERRUPTED.clear()
+            return before, (await client.health()).status
+
+    assert run(go()) == (200, 200)
