@@ -241,7 +241,7 @@ FROM propagation_probes WHERE reader_relation = 'foreign' GROUP BY run_id;
 CREATE VIEW propagation_visibility_by_relation AS
 SELECT run_id, reader_relation, count(*) FILTER (WHERE visible) AS visible,
        count(*) FILTER (WHERE visible IS NOT NULL) AS probes
-FROM propagation_probes GROUP BY ALL;
+FROM propagation_probes GROUP BY ALL ORDER BY run_id, reader_relation;
 
 -- window facts that became visible before the poll deadline (paper 8/8)
 CREATE VIEW propagation_window_visible AS
@@ -270,7 +270,8 @@ SELECT run_id, requester_trust, relation,
        count(*) FILTER (WHERE flipped IS NOT NULL) AS attempts,
        string_agg(DISTINCT CAST(status AS VARCHAR), '/' ORDER BY CAST(status AS VARCHAR))
                                         AS statuses
-FROM events WHERE experiment = 'propagation' AND phase = 'redistribute' GROUP BY ALL;
+FROM events WHERE experiment = 'propagation' AND phase = 'redistribute' GROUP BY ALL
+ORDER BY run_id, requester_trust, relation DESC;
 
 -- ---------------------------------------------------------------------------------------
 -- Contradiction (paper 7.2, 8, 9.2; Table 2 contradiction rows, Fig. 7)
@@ -300,7 +301,9 @@ SELECT run_id, prose_diversity, scenario, write_index,
        coalesce(reject_reason, CASE WHEN admitted THEN 'admitted' ELSE 'unknown' END)
            AS outcome,
        count(*) AS writes
-FROM contradiction_writes GROUP BY ALL;
+FROM contradiction_writes GROUP BY ALL
+-- a fixed row order (GROUP BY alone leaves it to DuckDB's threads; nbval compares outputs)
+ORDER BY run_id, prose_diversity, scenario DESC, write_index, outcome;
 
 -- fact-runs in which both writes were admitted (paper 90/200)
 CREATE VIEW contradiction_both_admitted AS
@@ -352,7 +355,7 @@ CREATE VIEW contradiction_write_latency_by_trigger AS
 SELECT run_id, triggered, count(*) AS n,
        quantile_cont(latency_ms, 0.50) AS p50, quantile_cont(latency_ms, 0.95) AS p95,
        quantile_cont(latency_ms, 0.99) AS p99, max(latency_ms) AS max
-FROM contradiction_write_latencies GROUP BY ALL;
+FROM contradiction_write_latencies GROUP BY ALL ORDER BY run_id, triggered DESC;
 
 -- ---------------------------------------------------------------------------------------
 -- Long form: every Table 2 rate and latency, one row per run x metric, with the manifest's
