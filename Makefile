@@ -15,7 +15,9 @@ LAB_PORT    ?= 8888
 # (default auto; TEST_JOBS=1 for one process).
 JOBS        ?=
 TEST_JOBS   ?= auto
-XDIST        = $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope)
+# nbval is a plugin only `make nbval` uses; loading it imports nbformat's schema checker,
+# about 1.5 s in each pytest process (the xdist controller and every worker).
+XDIST        = -p no:nbval $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope)
 EXPERIMENTS := leakage contradiction provenance propagation
 NOTEBOOK    := $(PY) -m fleetprobe.notebooks
 # quiet installs: no pip progress, no setuptools editable-install banner
