@@ -12,7 +12,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -237,7 +237,7 @@ class Storage(Protocol):
     def get_entity(self, tenant_id: str, entity_id: str) -> dict | None: ...
     def save_entity(self, entity: dict) -> None: ...
     def entity_links_of(self, memory_ids: Sequence[str]) -> dict[str, list[dict]]: ...
-    def memories_linked_to(self, tenant_id: str, entity_id: str) -> Iterator[dict]: ...
+    def memories_linked_to(self, tenant_id: str, entity_id: str) -> Iterable[dict]: ...
     def entities_named_in(self, tenant_id: str, text: str, limit: int = 10) -> list[dict]: ...
     def get_idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None: ...
     def close(self) -> None: ...
@@ -362,6 +362,18 @@ class SqliteStorage:
             names = [d[0] for d in cursor.description]
             rows = cursor.fetchall()
         return [_decoded(dict(zip(names, r, strict=True))) for r in rows]
+
+    def _pages(self, sql: str, args: Sequence[Any], first: int, last: int) -> Iterator[dict]:
+        """The memory rows of `sql` (ending in `LIMIT ? OFFSET ?`), read lazily in pages of
+        `first` rows, each four times the last, up to `last`: a reader that stops early
+        reads little, one that reads everything makes few queries."""
+        offset, size = 0, first
+        while True:
+            rows = self._memory_rows(sql, (*args, size, offset))
+            yield from rows
+            if len(rows) < size:
+                return
+            offset, size = offset + size, min(size * 4, last)
 
     # tenants and keys --------------------------------------------------------------------
 
@@ -538,13 +550,7 @@ class SqliteStorage:
         direction = "DESC" if flt.order == "desc" else "ASC"
         sql = (f"SELECT {ROW_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
                f"ORDER BY {flt.sort} {direction}, id {direction} LIMIT ? OFFSET ?")
-        offset = 0
-        while True:
-            rows = self._memory_rows(sql, (*args, chunk, offset))
-            yield from rows
-            if len(rows) < chunk:
-                return
-            offset += chunk
+        return self._pages(sql, args, first=chunk, last=chunk)
 
     def successors_of(self, tenant_id: str, ids: Sequence[str]) -> list[dict]:
         if not ids:
@@ -672,13 +678,7 @@ class SqliteStorage:
                "ON l.memory_id = m.id WHERE m.tenant_id = ? AND l.entity_id = ? "
                "AND m.deleted_at IS NULL ORDER BY m.created_at DESC, m.id DESC "
                "LIMIT ? OFFSET ?")
-        offset, size = 0, 32
-        while True:
-            rows = self._memory_rows(sql, (tenant_id, entity_id, size, offset))
-            yield from rows
-            if len(rows) < size:
-                return
-            offset, size = offset + size, min(size * 4, 1024)
+        return self._pages(sql, (tenant_id, entity_id), first=32, last=1024)
 
     def entities_named_in(self, tenant_id: str, text: str, limit: int = 10) -> list[dict]:
         """Entities whose canonical name (3+ characters) occurs in `text`, case-insensitive:
