@@ -129,10 +129,11 @@ class KeyRegistry:
             return None
 
 
-def caller_from(request: Request) -> Caller:
-    """FastAPI dependency: the resolved caller, or 401. A profile that models MemClaw's open
-    engine (`agent_id_from_header`) takes a tenant key's client-sent X-Agent-ID as the
-    caller's identity, as that engine's shared-gate path does."""
+async def caller_from(request: Request) -> Caller:
+    """FastAPI dependency: the resolved caller, or 401. Async, so FastAPI runs its key lookup
+    on the loop (as the write path's storage calls run) instead of a worker-thread hop. A
+    profile that models MemClaw's open engine (`agent_id_from_header`) takes a tenant key's
+    client-sent X-Agent-ID as the caller's identity, as that engine's shared-gate path does."""
     state = request.app.state.server
     caller = state.keys.resolve_request(request.headers)
     asserted = request.headers.get("x-agent-id")

@@ -40,5 +40,5 @@ class ServerState:
         return self.storage.get_agent(caller.tenant_id, caller.agent_id)
 
 
-def state_of(request: Request) -> ServerState:
+async def state_of(request: Request) -> ServerState:  # async: no worker-thread hop
     return request.app.state.server

@@ -19,10 +19,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from starlette.concurrency import run_in_threadpool
 
 from .contradiction import carries_single_valued_triple
-from .embedding import Embedder
+from .embedding import Embedder, off_loop_if_heavy
 from .errors import ApiError
 from .latency import LatencySimulator
 from .profiles import Profile
@@ -107,10 +106,12 @@ def hash_content(ctx: WriteContext) -> None:
 
 
 async def embed(ctx: WriteContext) -> None:
-    """CPU work off the event loop (a bulk of long items must not stall other tenants).
-    Pure: the duplicate checks and the insert that follow still run on the loop, with no
-    await between them, so concurrent identical writes cannot both pass the exact gate."""
-    ctx.embedding = await run_in_threadpool(ctx.embedder.embed, ctx.fields.content)
+    """A model embedder's work goes off the event loop (a bulk of long items must not stall
+    other tenants). Pure: the duplicate checks and the insert that follow still run on the
+    loop, with no await between them, so concurrent identical writes cannot both pass the
+    exact gate."""
+    ctx.embedding = await off_loop_if_heavy(ctx.embedder, ctx.embedder.embed,
+                                            ctx.fields.content)
 
 
 def check_exact_duplicate(ctx: WriteContext) -> None:

@@ -78,7 +78,7 @@ def not_supported(backend: str, what: str, reason: str) -> JSONResponse:
     return EnvelopeResponse(body, status_code=501)
 
 
-def state_of(request: Request) -> AdapterState:
+async def state_of(request: Request) -> AdapterState:  # async: no worker-thread hop
     return request.app.state.adapter
 
 
