@@ -127,6 +127,7 @@ MEMORY_COLUMNS = (
     "predicate", "object_value", "status", "visibility", "recall_count", "last_recalled_at",
     "supersedes_id")
 # Everything but the embedding blob (only the by-id detail shows it).
+ROW_CACHE_MAX = 50_000  # decoded rows kept per store (a 10x-scale tenant is ~20,000)
 ROW_COLUMNS = "rowid AS _rowid, " + ", ".join(MEMORY_COLUMNS)
 ROW_COLUMNS_M = "m.rowid AS _rowid, " + ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 
@@ -328,6 +329,7 @@ class SqliteStorage:
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(SCHEMA)
         self.index = VectorIndex(dim)
+        self._row_cache: dict[int, tuple[tuple, dict]] = {}  # rowid -> (fetched, built)
 
     def close(self) -> None:
         with self._lock:
@@ -353,15 +355,29 @@ class SqliteStorage:
             return self._db.execute(sql, args).fetchall()
 
     def _memory_rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict]:
-        """Memory rows as plain dicts (metadata decoded): tuples zipped with the column
-        names cost a third of what `dict(sqlite3.Row)` does, and searches read thousands."""
+        """Memory rows as plain dicts (metadata decoded). Searches read the same rows again
+        and again, and building the dict cost a third of a search: a row whose fetched tuple
+        (its rowid first) equals the one its cached dict was built from reuses that dict, so
+        a changed row, or another column list, is always rebuilt. Callers treat rows as
+        read-only."""
         with self._lock:
             cursor = self._db.cursor()
             cursor.row_factory = None
             cursor.execute(sql, args)
             names = [d[0] for d in cursor.description]
             rows = cursor.fetchall()
-        return [_decoded(dict(zip(names, r, strict=True))) for r in rows]
+        if names[0] != "_rowid":
+            return [_decoded(dict(zip(names, r, strict=True))) for r in rows]
+        cache = self._row_cache
+        if len(cache) > ROW_CACHE_MAX:
+            cache.clear()
+        out = []
+        for r in rows:
+            hit = cache.get(r[0])
+            if hit is None or hit[0] != r:
+                hit = cache[r[0]] = (r, _decoded(dict(zip(names, r, strict=True))))
+            out.append(hit[1])
+        return out
 
     def _pages(self, sql: str, args: Sequence[Any], first: int, last: int) -> Iterator[dict]:
         """The memory rows of `sql` (ending in `LIMIT ? OFFSET ?`), read lazily in pages of
