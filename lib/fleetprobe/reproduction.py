@@ -24,13 +24,15 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import multiprocessing
 import os
 import shutil
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -158,12 +160,75 @@ class SharedServers:
         os.environ.pop(ENV_SHARED, None)
 
 
+class RunFailed(Exception):
+    """A run that failed in a worker process, as plain text (the worker's own exception may
+    not survive pickling back): the one-line reason and the worker's traceback."""
+
+    def __init__(self, reason: str, details: str) -> None:
+        super().__init__(reason, details)  # both in args: that is what pickling restores
+        self.reason, self.details = reason, details
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def _execute(experiment: str, params_file: str, settings: list[str],
+             env: dict[str, str]) -> str:
+    """One run, in a worker process: its run directory, or RunFailed."""
+    import traceback
+
+    from fleetprobe.runner import describe_failure, load_params, run_experiment
+
+    os.environ.update(env)
+    try:
+        return str(run_experiment(experiment, load_params(params_file, settings)))
+    except Exception as exc:  # noqa: BLE001 - sent back as text
+        raise RunFailed(describe_failure(exc), traceback.format_exc()) from None
+
+
+# What a worker process needs imported before it forks: the harness, the experiments and the
+# per-run summary's analysis stack, so no run pays Python's start-up and imports again.
+WORKER_PRELOAD = ["fleetprobe.runner", "fleetprobe.experiments", "fleetprobe.analysis.summary"]
+
+
+class WorkerProcesses:
+    """Fast mode's runs, one per worker process. In threads of one process the CPU-bound
+    harnesses shared one GIL: one core at most, and 739,000 context switches over a
+    reproduction spent a third of its harness CPU taking turns. Workers fork from a server
+    process that imported `WORKER_PRELOAD` once (forkserver: a clean single-threaded parent,
+    unlike this process with its server and notebook threads). A worker that dies (killed,
+    out of memory) breaks the pool: its attempt fails and the next gets a fresh pool."""
+
+    def __init__(self, jobs: int) -> None:
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(WORKER_PRELOAD)
+        self._jobs, self._lock = max(1, jobs), threading.Lock()
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self._jobs, mp_context=self._context)
+
+    def run(self, experiment: str, params_file: str, settings: list[str]) -> Path:
+        env = {k: os.environ[k] for k in (ENV_SHARED, ENV_RUN_ID_REGISTRY) if k in os.environ}
+        pool = self._pool
+        try:
+            return Path(pool.submit(_execute, experiment, params_file, settings, env).result())
+        except BrokenProcessPool:
+            with self._lock:
+                if self._pool is pool:
+                    self._pool = self._new_pool()
+            raise
+
+    def close(self) -> None:
+        self._pool.shutdown(cancel_futures=True)
+
+
 def _attempt(directory: Path, run: PlannedRun, n: int, fast: bool,
-             servers: SharedServers) -> tuple[int, str, str]:
-    """One attempt at a run, in a thread of this process (no Python start-up per run): its
-    server (fast: shared, started on first use; else its own), then the experiment into a
-    work directory that moves to `runs/` when complete, or to `failed/` (named,
-    inspectable) when not."""
+             servers: SharedServers, workers: WorkerProcesses | None) -> tuple[int, str, str]:
+    """One attempt at a run: its server (fast: shared, started on first use; else its own),
+    then the experiment (fast: in a worker process; else in this thread, no Python start-up
+    per run) into a work directory that moves to `runs/` when complete, or to `failed/`
+    (named, inspectable) when not."""
     import traceback
 
     from fleetprobe.runner import describe_failure, load_params, run_experiment
@@ -172,20 +237,24 @@ def _attempt(directory: Path, run: PlannedRun, n: int, fast: bool,
     shutil.rmtree(work, ignore_errors=True)
     log = directory / "logs" / f"{run.key}.attempt{n}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    settings = run.settings([f"traces_root={work}", "progress=false"], fast)
     try:
         if fast:
             servers.ensure(run.target_key(fast=True))
-        params = load_params(run.params_file,
-                             run.settings([f"traces_root={work}", "progress=false"], fast))
-        run_dir = run_experiment(run.experiment, params)
+        if workers is not None:
+            run_dir = workers.run(run.experiment, str(run.params_file), settings)
+        else:
+            run_dir = run_experiment(run.experiment, load_params(run.params_file, settings))
     except Exception as exc:  # noqa: BLE001 - recorded and retried
-        log.write_text(traceback.format_exc(), encoding="utf-8")
+        failed = isinstance(exc, RunFailed)
+        log.write_text(exc.details if failed else traceback.format_exc(), encoding="utf-8")
         if work.exists():
             kept = directory / "failed" / f"{run.key}.attempt{n}"
             kept.parent.mkdir(exist_ok=True)
             shutil.rmtree(kept, ignore_errors=True)
             work.rename(kept)
-        return 1, f"{describe_failure(exc)} (log: {log})", log.read_text()
+        reason = exc.reason if failed else describe_failure(exc)
+        return 1, f"{reason} (log: {log})", log.read_text()
     log.write_text(f"{run_dir}\n", encoding="utf-8")
     target = directory / "runs" / run_dir.name
     target.parent.mkdir(exist_ok=True)
@@ -220,7 +289,8 @@ def run_plan(directory: Path, plan: Plan, fast: bool, jobs: int,
 
     def one(run: PlannedRun) -> Outcome:
         before = runs_state.get(run.key, {}).get("attempts", 0)
-        outcome = with_retry(lambda n: _attempt(directory, run, before + n, fast, servers))
+        outcome = with_retry(lambda n: _attempt(directory, run, before + n, fast, servers,
+                                                workers))
         runs_state[run.key] = {
             "label": run.label, "experiment": run.experiment, "profile": run.profile,
             "overrides": list(run.overrides), "notebook": run.notebook,
@@ -235,10 +305,13 @@ def run_plan(directory: Path, plan: Plan, fast: bool, jobs: int,
             early.submit(run, outcome.last_line)
         return outcome
 
+    workers = WorkerProcesses(min(jobs, len(todo))) if fast and todo else None
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             outcomes = list(pool.map(one, todo))
     finally:
+        if workers is not None:
+            workers.close()
         servers.close()
         os.environ.pop(ENV_RUN_ID_REGISTRY, None)
     shutil.rmtree(directory / "work", ignore_errors=True)

@@ -111,3 +111,29 @@ def test_the_committed_plan_reads_in_both_modes() -> None:
     assert kinds[n_sep:n_sep + n_con] == ["contradiction"] * n_con
     rest = [r.key for r in plan.runs if r.experiment not in ("separation", "contradiction")]
     assert [r.key for r in fast.runs[n_sep + n_con:]] == rest
+
+
+def test_fast_runs_in_worker_processes_and_a_failure_there_comes_back_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Fast mode runs each attempt in a worker process: a complete run lands in runs/, and
+    one that fails there (a live target nobody configured) comes back as its reason, with
+    the worker's traceback in the attempt's log, not as a broken pool."""
+    plan_file = tiny_plan(tmp_path)
+    doc = yaml.safe_load(plan_file.read_text())
+    doc["runs"].append({**doc["runs"][0], "profiles": ["memclaw-2026-05-30"],
+                        "set": [*doc["runs"][0]["set"], "target.kind=live"]})
+    plan_file.write_text(yaml.safe_dump(doc))
+    for name in ("MEMCLAW_BASE_URL", "MEMCLAW_API_KEY", "MEMCLAW_TENANT_ID"):
+        monkeypatch.delenv(name, raising=False)
+    plan = load_plan(plan_file, fast=True)
+    directory = new_reproduction(tmp_path / "r", plan, fast=True, jobs=2)
+    assert run_plan(directory, plan, fast=True, jobs=2) is False
+    record = json.loads((directory / RECORD).read_text())
+    states = sorted((v["status"], v["attempts"]) for v in record["runs"].values())
+    assert states == [("failed", 2), ("ok", 1), ("ok", 1)]
+    failed = next(v for v in record["runs"].values() if v["status"] == "failed")
+    assert failed["error"].startswith("target: ") and "(log: " in failed["error"]
+    log = Path(failed["error"].split("(log: ")[1].rstrip(")")).read_text()
+    assert "Traceback" in log and "_execute" in log  # raised in the worker, kept as text
+    assert len(list((directory / "runs").iterdir())) == 2
+    assert "FAILED (1)" in capsys.readouterr().out
