@@ -13,6 +13,7 @@ the report's embedder ablation says what it changes.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
@@ -46,12 +47,21 @@ class Embedder(Protocol):
     def embed(self, text: str) -> np.ndarray: ...
 
 
-async def off_loop_if_heavy(embedder: Embedder, work: Callable[..., T], *args: Any) -> T:
-    """`work(*args)` on a worker thread when the embedder is a model (its forward pass would
-    stall every other request), else right here: the hashing embedder's cached lookups cost
-    less than the thread hop itself, which was a fifth of the server's CPU per search."""
-    if embedder.offload:
+# Text longer than this is embedded on a worker thread even by the hashing embedder: each
+# unseen word costs a sha256 and a Gaussian draw (~20 us), and a bulk of 10,000-character
+# items must not hold the event loop for seconds while other tenants wait.
+INLINE_TEXT_CHARS = 2_000
+
+
+async def off_loop_if_heavy(embedder: Embedder, text: str, work: Callable[..., T],
+                            *args: Any) -> T:
+    """`work(*args)`, which embeds `text`, on a worker thread when that is heavy (a model's
+    forward pass, or long text), else right here after one turn of the loop, so requests
+    waiting behind a bulk's items get in between them. Inline, the hashing embedder's cached
+    lookups cost less than the thread hop, which was a fifth of the server's CPU per search."""
+    if embedder.offload or len(text) > INLINE_TEXT_CHARS:
         return await run_in_threadpool(work, *args)
+    await asyncio.sleep(0)
     return work(*args)
 
 

@@ -509,8 +509,8 @@ async def _search(state: ServerState, caller: Caller, body: SearchRequest,
     state.rate_limit("search", caller, raw_key)
     caller.enforce_readable_tenant(body.tenant_id)
     ctx = SearchContext(state.profile, state.storage, state.embedder, caller, body)
-    # with a model embedder, the embedding, scoring and scope walk go off the event loop
-    results = await off_loop_if_heavy(state.embedder, run_search, ctx)
+    # with a model embedder or a long query, embedding, scoring and scope walk go off the loop
+    results = await off_loop_if_heavy(state.embedder, body.query, run_search, ctx)
     links = state.storage.entity_links_of([row["id"] for row, _ in results])
     items = [memory_out(row, links.get(row["id"]), similarity=sim) for row, sim in results]
     if body.diagnostic:  # MemClaw ignores the flag; here it says how each row was reached

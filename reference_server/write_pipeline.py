@@ -106,12 +106,12 @@ def hash_content(ctx: WriteContext) -> None:
 
 
 async def embed(ctx: WriteContext) -> None:
-    """A model embedder's work goes off the event loop (a bulk of long items must not stall
-    other tenants). Pure: the duplicate checks and the insert that follow still run on the
+    """A model embedder's work, or a long text's, goes off the event loop (a bulk of long
+    items must not stall other tenants). Pure: the duplicate checks and the insert that follow still run on the
     loop, with no await between them, so concurrent identical writes cannot both pass the
     exact gate."""
-    ctx.embedding = await off_loop_if_heavy(ctx.embedder, ctx.embedder.embed,
-                                            ctx.fields.content)
+    content = ctx.fields.content
+    ctx.embedding = await off_loop_if_heavy(ctx.embedder, content, ctx.embedder.embed, content)
 
 
 def check_exact_duplicate(ctx: WriteContext) -> None:
