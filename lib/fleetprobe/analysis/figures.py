@@ -424,12 +424,13 @@ def _save(fig, out_dir: Path, name: str, title: str, caption: str,
 
 def _save_png(fig, path: Path) -> None:
     """A 256-colour PNG: flat charts lose nothing visible and the file shrinks about 2.5x,
-    which keeps the executed report notebook (figures embedded) small."""
+    which keeps the executed report notebook (figures embedded) small. No `optimize`: it
+    made the save ten times slower (0.18 s a figure) for files 7 % smaller."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
     buffer.seek(0)
     with Image.open(buffer) as image:
-        image.convert("RGB").quantize(colors=256).save(path, format="PNG", optimize=True)
+        image.convert("RGB").quantize(colors=256).save(path, format="PNG")
 
 
 def _none(experiment: str, what: str) -> str:

@@ -44,6 +44,7 @@ class Results:
     con: duckdb.DuckDBPyConnection
     paper: dict[str, Any]
     selected: Sequence[str] = field(default_factory=tuple)
+    _views: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, traces_root: Path, run_ids: Iterable[str] | None = None,
@@ -75,11 +76,15 @@ class Results:
         return self.paper["claims"]
 
     def view(self, name: str, run_ids: Sequence[str] | None = None) -> pd.DataFrame:
-        """Rows of one metric view, optionally only for some runs."""
-        frame = self.con.execute(f'SELECT * FROM "{name}"').df()
+        """Rows of one metric view, optionally only for some runs (a copy: callers may
+        change it). The loaded traces do not change, so each view is queried once; the
+        report asks for the same views per verdict, table and figure."""
+        frame = self._views.get(name)
+        if frame is None:
+            frame = self._views[name] = self.con.execute(f'SELECT * FROM "{name}"').df()
         if run_ids is not None:
             frame = frame[frame.run_id.isin(list(run_ids))]
-        return frame.reset_index(drop=True)
+        return frame.reset_index(drop=True).copy()
 
     # ------------------------------------------------------------------ canonical runs
 
