@@ -134,7 +134,7 @@ def expand_entity_graph(ctx: SearchContext) -> None:
     for hop in range(hops + 1):
         reached = []
         for entity_id in frontier:
-            for row in ctx.storage.memories_linked_to(tenant, entity_id):
+            for row in ctx.storage.memories_linked_to(tenant, entity_id, visible):
                 if len(ctx.graph_rows) >= GRAPH_MAX_ROWS:
                     return
                 if row["id"] in ctx.graph_hops or not visible.admits(row):

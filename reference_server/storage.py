@@ -127,6 +127,7 @@ MEMORY_COLUMNS = (
     "predicate", "object_value", "status", "visibility", "recall_count", "last_recalled_at",
     "supersedes_id")
 # Everything but the embedding blob (only the by-id detail shows it).
+SQL_FLEET_IDS_MAX = 500  # longer fleet_ids lists stay out of SQL (one parameter per id)
 ROW_CACHE_MAX = 50_000  # decoded rows kept per store (a 10x-scale tenant is ~20,000)
 ROW_COLUMNS = "rowid AS _rowid, " + ", ".join(MEMORY_COLUMNS)
 ROW_COLUMNS_M = "m.rowid AS _rowid, " + ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -238,7 +239,8 @@ class Storage(Protocol):
     def get_entity(self, tenant_id: str, entity_id: str) -> dict | None: ...
     def save_entity(self, entity: dict) -> None: ...
     def entity_links_of(self, memory_ids: Sequence[str]) -> dict[str, list[dict]]: ...
-    def memories_linked_to(self, tenant_id: str, entity_id: str) -> Iterable[dict]: ...
+    def memories_linked_to(self, tenant_id: str, entity_id: str,
+                           visible: SearchFilter | None = None) -> Iterable[dict]: ...
     def entities_named_in(self, tenant_id: str, text: str, limit: int = 10) -> list[dict]: ...
     def get_idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None: ...
     def close(self) -> None: ...
@@ -687,14 +689,22 @@ class SqliteStorage:
                 {"entity_id": r["entity_id"], "role": r["role"]})
         return links
 
-    def memories_linked_to(self, tenant_id: str, entity_id: str) -> Iterator[dict]:
+    def memories_linked_to(self, tenant_id: str, entity_id: str,
+                           visible: SearchFilter | None = None) -> Iterator[dict]:
         """Newest first, read in growing pages: the graph walk stops at its row cap, so a
-        hub entity linked to hundreds of rows costs the few dozen the walk takes."""
+        hub entity linked to hundreds of rows costs the few dozen the walk takes. With
+        `visible`, only rows its scope predicate admits, in the SQL: a hub whose rows the
+        caller may not read is otherwise read whole by every search that names it (a
+        fleet list too long for SQLite's parameters is judged by the caller alone)."""
+        where, args = "", ()
+        if visible is not None and len(visible.scope.fleet_ids) <= SQL_FLEET_IDS_MAX:
+            clause, clause_args = visible.sql("?")  # its columns are the memories' alone
+            where, args = f" AND {clause}", tuple(clause_args)
         sql = (f"SELECT {ROW_COLUMNS_M} FROM memories m JOIN memory_entity_links l "
                "ON l.memory_id = m.id WHERE m.tenant_id = ? AND l.entity_id = ? "
-               "AND m.deleted_at IS NULL ORDER BY m.created_at DESC, m.id DESC "
+               f"AND m.deleted_at IS NULL{where} ORDER BY m.created_at DESC, m.id DESC "
                "LIMIT ? OFFSET ?")
-        return self._pages(sql, (tenant_id, entity_id), first=32, last=1024)
+        return self._pages(sql, (tenant_id, entity_id, *args), first=32, last=1024)
 
     def entities_named_in(self, tenant_id: str, text: str, limit: int = 10) -> list[dict]:
         """Entities whose canonical name (3+ characters) occurs in `text`, case-insensitive:

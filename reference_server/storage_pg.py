@@ -589,11 +589,18 @@ class PostgresStorage:
                 {"entity_id": r["entity_id"], "role": r["role"]})
         return links
 
-    def memories_linked_to(self, tenant_id: str, entity_id: str) -> list[dict]:
+    def memories_linked_to(self, tenant_id: str, entity_id: str,
+                           visible: SearchFilter | None = None) -> list[dict]:
+        """Newest first; with `visible`, only the rows its scope predicate admits (SQL)."""
+        where, args = "", []
+        if visible is not None:
+            clause, args = self._narrowed_to_tenant_fleets(tenant_id, visible).sql("%s")
+            where = f" AND {clause}"  # its columns are the memories' alone
         rows = self._all(f"SELECT {ROW_COLUMNS_M} FROM memories m JOIN memory_entity_links l "
                          "ON l.memory_id = m.id WHERE m.tenant_id = %s AND l.entity_id = %s "
-                         "AND m.deleted_at IS NULL ORDER BY m.created_at DESC, m.id DESC",
-                         (tenant_id, entity_id))
+                         f"AND m.deleted_at IS NULL{where} "
+                         "ORDER BY m.created_at DESC, m.id DESC",
+                         (tenant_id, entity_id, *args))
         return [_row(r) for r in rows]
 
     def entities_named_in(self, tenant_id: str, text: str, limit: int = 10) -> list[dict]:

@@ -107,9 +107,9 @@ def hash_content(ctx: WriteContext) -> None:
 
 async def embed(ctx: WriteContext) -> None:
     """A model embedder's work, or a long text's, goes off the event loop (a bulk of long
-    items must not stall other tenants). Pure: the duplicate checks and the insert that follow still run on the
-    loop, with no await between them, so concurrent identical writes cannot both pass the
-    exact gate."""
+    items must not stall other tenants). Pure: the duplicate checks and the insert that
+    follow still run on the loop, with no await between them, so concurrent identical
+    writes cannot both pass the exact gate."""
     content = ctx.fields.content
     ctx.embedding = await off_loop_if_heavy(ctx.embedder, content, ctx.embedder.embed, content)
 

@@ -418,3 +418,17 @@ def test_a_hub_entity_yields_every_linked_row_newest_first(store: Storage) -> No
     rows = list(store.memories_linked_to("t1", "hub"))
     assert [r["id"] for r in rows] == [memory_id for _, memory_id in expected]
     assert rows[0]["metadata"] == {"i": int(rows[0]["id"][1:])}
+
+
+def test_linked_rows_under_a_filter_are_the_admitted_ones_in_order(store: Storage) -> None:
+    """The graph walk hands its scope filter to the store: for every enumerated principal,
+    the filtered linked rows are exactly the unfiltered ones the Python rule admits, in the
+    same newest-first order (a hub of rows the caller may not read yields none)."""
+    rng = np.random.default_rng(17)
+    for row in ROWS:
+        store.insert_memory(dict(row), unit(rng), [("hub", None)])
+    everything = list(store.memories_linked_to("t1", "hub"))
+    assert len(everything) == sum(1 for r in ROWS if r["deleted_at"] is None)
+    for flt in FILTERS:
+        got = [r["id"] for r in store.memories_linked_to("t1", "hub", flt)]
+        assert got == [r["id"] for r in everything if flt.admits(r)], flt
