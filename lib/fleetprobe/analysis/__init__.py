@@ -1,6 +1,17 @@
 """Analysis of fleetprobe run traces: DuckDB metric views, statistics, tables, figures and the
-paper-versus-reproduction verdict. Everything is computed from data/traces only."""
+paper-versus-reproduction verdict. Everything is computed from data/traces only.
 
-from fleetprobe.analysis.summary import write_summary
+Importing the package imports nothing else: an experiment notebook that needs only `db`
+should not pay for the report's plotting and statistics stack (1.5 s at start-up)."""
+
+from typing import Any
 
 __all__ = ["write_summary"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "write_summary":
+        from fleetprobe.analysis.summary import write_summary
+
+        return write_summary
+    raise AttributeError(f"module 'fleetprobe.analysis' has no attribute {name!r}")
