@@ -329,13 +329,14 @@ def notebook_command(source: Path, output: Path, *parameters: str) -> list[str]:
 
 class EarlyNotebooks:
     """The experiment notebook of a `notebook: true` run, executed as soon as that run is
-    complete (while longer runs go on) into the reproduction's `notebooks/`, one at a time;
-    `build_outputs` copies it into the report directory once every run is complete, so a
-    reproduction that fails leaves `reports/` as it was."""
+    complete (while longer runs go on) into the reproduction's `notebooks/`, as many at a
+    time as there are cores (one at a time, the last were still queued a dozen seconds
+    after the runs ended); `build_outputs` copies each into the report directory once every
+    run is complete, so a reproduction that fails leaves `reports/` as it was."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._pool = ThreadPoolExecutor(max_workers=1)
+        self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
         self._futures: dict[str, tuple[str, Future]] = {}
 
     def submit(self, run: PlannedRun, run_id: str) -> None:
@@ -346,6 +347,10 @@ class EarlyNotebooks:
                                    "-p", "run_dir", str(self.directory / "runs" / run_id))
         self._futures[run.experiment] = (run_id, self._pool.submit(run_process, command))
 
+    def shows(self, experiment: str, run_id: str) -> bool:
+        """True when this run's notebook was submitted here (done, running or queued)."""
+        return self._futures.get(experiment, ("", None))[0] == run_id
+
     def executed(self) -> dict[str, tuple[str, Path]]:
         """experiment -> (the run it shows, the executed notebook), for those that passed."""
         self._pool.shutdown(wait=True)
@@ -355,22 +360,18 @@ class EarlyNotebooks:
 
 
 def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path, jobs: int,
-                      staged: dict[str, tuple[str, Path]] | None = None,
-                      ) -> list[tuple[str, str]]:
+                      early: EarlyNotebooks | None = None) -> list[tuple[str, str]]:
     """`notebooks/<experiment>.ipynb` on each shown run and the report notebook over
-    `traces_root`, side by side, into `out_dir`; the (name, output) of each that failed."""
-    items: list[tuple[str, list[str]]] = []
-    copied = 0
-    for experiment, run_dir in sorted(shown.items()):
-        source = Path("notebooks") / f"{experiment}.ipynb"
-        early = (staged or {}).get(experiment)
-        if early is not None and early[0] == run_dir.name:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(early[1], out_dir / source.name)  # executed while runs went on
-            copied += 1
-        elif source.is_file():
-            items.append((experiment, notebook_command(source, out_dir / source.name,
-                                                       "-p", "run_dir", str(run_dir))))
+    `traces_root`, side by side, into `out_dir`; the (name, output) of each that failed.
+    A notebook `early` executed (or is executing) on the same run is copied, not rerun: the
+    report notebook starts at once beside the early ones still going."""
+    waiting = {e for e, run_dir in shown.items() if early and early.shows(e, run_dir.name)}
+    items = [(experiment, notebook_command(Path("notebooks") / f"{experiment}.ipynb",
+                                           out_dir / f"{experiment}.ipynb",
+                                           "-p", "run_dir", str(run_dir)))
+             for experiment, run_dir in sorted(shown.items())
+             if experiment not in waiting and (Path("notebooks") / f"{experiment}.ipynb"
+                                               ).is_file()]
     items.append(("report", notebook_command(
         Path("notebooks/report.ipynb"), out_dir / "report.ipynb",
         "-p", "traces_root", str(traces_root), "-p", "out_dir", str(out_dir))))
@@ -383,6 +384,17 @@ def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path, 
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, (os.cpu_count() or 1) + 1))) as pool:
         results = list(pool.map(execute, items))
+        staged = early.executed() if early is not None else {}
+        copied = 0
+        for experiment in sorted(waiting):
+            if experiment in staged:  # executed while the runs went on
+                out_dir.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(staged[experiment][1], out_dir / f"{experiment}.ipynb")
+                copied += 1
+            else:  # it failed there: once more here, where a failure is reported
+                results.append(execute((experiment, notebook_command(
+                    Path("notebooks") / f"{experiment}.ipynb", out_dir / f"{experiment}.ipynb",
+                    "-p", "run_dir", str(shown[experiment])))))
     bad = [(name, output) for name, code, output in results if code != 0]
     for name, output in bad:
         print(f"FAILED  notebook {name}:\n{output.strip()}", flush=True)
@@ -394,7 +406,7 @@ def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path, 
 
 
 def build_outputs(directory: Path, plan: Plan, out_dir: Path, jobs: int,
-                  staged: dict[str, tuple[str, Path]] | None = None) -> int:
+                  early: EarlyNotebooks | None = None) -> int:
     """The executed experiment notebooks of the plan's `notebook: true` runs, then the report
     notebook over this reproduction's runs only."""
     record = read_record(directory) or {}
@@ -404,7 +416,7 @@ def build_outputs(directory: Path, plan: Plan, out_dir: Path, jobs: int,
         state = record.get("runs", {}).get(run.key, {})
         if run.notebook and state.get("run_id"):
             shown[run.experiment] = runs_dir / state["run_id"]
-    bad = execute_notebooks(shown, runs_dir, out_dir, jobs, staged)
+    bad = execute_notebooks(shown, runs_dir, out_dir, jobs, early)
     if not bad:
         page = out_dir / "REPRODUCTION.md"
         if page.is_file():
@@ -438,14 +450,14 @@ def reproduce(plan_path: str | Path, *, fast: bool = False, fresh: bool = False,
               flush=True)
     early = EarlyNotebooks(directory)
     complete = run_plan(directory, plan, fast, jobs, early)
-    staged = early.executed()
     if not complete:
+        early.executed()  # let the notebooks it started finish
         print(f"not every run completed: see {directory / RECORD}, the logs in "
               f"{directory / 'logs'} and the failed attempts in {directory / 'failed'}; the "
               "report was not rebuilt. Run the same command again to rerun only those.",
               file=sys.stderr, flush=True)
         return 1
-    code = build_outputs(directory, plan, out_dir, jobs, staged)
+    code = build_outputs(directory, plan, out_dir, jobs, early)
     print(f"reproduction {directory} {'complete' if code == 0 else 'ran, report FAILED'}; "
           f"report in {out_dir}/ (back to the committed evidence: `make report` or "
           f"`git checkout -- {out_dir}`)", flush=True)
