@@ -12,7 +12,8 @@ which `reference_server.process` bounds machine-wide (`FLEETPROBE_SERVER_START_S
         profiles: [memclaw-2026-05-30]
         set: ["seed=7"]                     # optional overrides
         notebook: true                      # execute notebooks/<experiment>.ipynb on this run
-    fast:                                   # `--fast`: the same runs, rate limits lifted
+        fast: false                         # optional: leave this entry out of `--fast`
+    fast:                                   # `--fast`: the plan's runs, rate limits lifted
       set: [...]                            # overrides for every run
       experiments: {provenance: [...]}      # overrides for one experiment's runs
 
@@ -130,7 +131,8 @@ def load_plan(path: str | Path, common: Sequence[str] = (), fast: bool = False) 
     per_experiment = {str(k): tuple(str(s) for s in v or ())
                       for k, v in (fast_doc.get("experiments") or {}).items()}
     runs = [run for i, entry in enumerate(entries)
-            for run in _entry_runs(path, i, entry, fast_common, per_experiment)]
+            for run in _entry_runs(path, i, entry, fast_common, per_experiment)
+            if not (fast and entry.get("fast") is False)]
     if fast:  # unthrottled, the CPU-heaviest runs are the long ones: start them first
         first = [str(e) for e in fast_doc.get("first") or ()]
         runs.sort(key=lambda run: first.index(run.experiment) if run.experiment in first
@@ -157,6 +159,8 @@ def _entry_runs(plan: Path, index: int, entry: object, fast_common: tuple[str, .
     profiles = entry.get("profiles")
     if not isinstance(profiles, list) or not profiles:
         raise ParamsError(f"{where}: `profiles` must be a non-empty list")
+    if not isinstance(entry.get("fast", True), bool):
+        raise ParamsError(f"{where}: `fast` must be true or false (false: not in --fast)")
     overrides = tuple(str(s) for s in entry.get("set") or ())
     params_file = Path(entry.get("params") or f"params/reference/{experiment}.yaml")
     fast = (*fast_common, *per_experiment.get(str(experiment), ()))
