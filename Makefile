@@ -32,7 +32,7 @@ help:
 	@echo "make reproduce       every run of $(PLAN) at the paper's rate limits into"
 	@echo "                     data/reproductions/<UTC>-reproduce/, then notebooks and report"
 	@echo "                     from those runs (rerun: resumes, redoing only missing/failed runs)"
-	@echo "make reproduce-fast  the same at paper scale with rate limits lifted (iterating)"
+	@echo "make reproduce-fast  the paper's runs at paper scale, rate limits lifted (iterating)"
 	@echo "make report          tables, figures, REPRODUCTION.md from data/traces (no server)"
 	@echo "make notebooks       the executed experiment notebooks from data/traces"
 	@echo "make promote R=DIR   make a reproduction the committed canonical runs, then rebuild"

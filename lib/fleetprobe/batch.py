@@ -50,13 +50,14 @@ def default_jobs(fast: bool = False) -> int:
     """Runs side by side: rate-bound runs mostly wait (a paper-scale run uses a few CPU-seconds
     over minutes), so many per core, and the plan's wall time is its longest run only if all
     start at once; server start-ups stay bounded machine-wide (`reference_server.process`).
-    Unthrottled (fast) runs are CPU-bound but still wait on settle windows and polls, so a few
-    per core. `JOBS` in the environment overrides."""
+    Unthrottled (fast) runs are CPU-bound but still wait on settle windows, pacing and polls
+    (a contradiction run, most of its 30 s), so eight per core: each is a worker process and
+    the waiting ones leave the CPU to the others. `JOBS` in the environment overrides."""
     cores = os.cpu_count() or 1
     try:
         return max(1, int(os.environ[ENV_JOBS]))
     except (KeyError, ValueError):
-        return 4 * cores if fast else 16 * cores
+        return 8 * cores if fast else 16 * cores
 
 
 @dataclass(frozen=True)
