@@ -365,13 +365,14 @@ def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path, 
     `traces_root`, side by side, into `out_dir`; the (name, output) of each that failed.
     A notebook `early` executed (or is executing) on the same run is copied, not rerun: the
     report notebook starts at once beside the early ones still going."""
+    def on_run(experiment: str) -> tuple[str, list[str]]:
+        return experiment, notebook_command(Path("notebooks") / f"{experiment}.ipynb",
+                                            out_dir / f"{experiment}.ipynb",
+                                            "-p", "run_dir", str(shown[experiment]))
+
     waiting = {e for e, run_dir in shown.items() if early and early.shows(e, run_dir.name)}
-    items = [(experiment, notebook_command(Path("notebooks") / f"{experiment}.ipynb",
-                                           out_dir / f"{experiment}.ipynb",
-                                           "-p", "run_dir", str(run_dir)))
-             for experiment, run_dir in sorted(shown.items())
-             if experiment not in waiting and (Path("notebooks") / f"{experiment}.ipynb"
-                                               ).is_file()]
+    items = [on_run(experiment) for experiment in sorted(shown) if experiment not in waiting
+             and (Path("notebooks") / f"{experiment}.ipynb").is_file()]
     items.append(("report", notebook_command(
         Path("notebooks/report.ipynb"), out_dir / "report.ipynb",
         "-p", "traces_root", str(traces_root), "-p", "out_dir", str(out_dir))))
@@ -392,9 +393,7 @@ def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path, 
                 shutil.copyfile(staged[experiment][1], out_dir / f"{experiment}.ipynb")
                 copied += 1
             else:  # it failed there: once more here, where a failure is reported
-                results.append(execute((experiment, notebook_command(
-                    Path("notebooks") / f"{experiment}.ipynb", out_dir / f"{experiment}.ipynb",
-                    "-p", "run_dir", str(shown[experiment])))))
+                results.append(execute(on_run(experiment)))
     bad = [(name, output) for name, code, output in results if code != 0]
     for name, output in bad:
         print(f"FAILED  notebook {name}:\n{output.strip()}", flush=True)

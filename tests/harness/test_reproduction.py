@@ -11,7 +11,14 @@ import yaml
 
 from fleetprobe.analysis.db import connect
 from fleetprobe.batch import load_plan
-from fleetprobe.reproduction import RECORD, find_resumable, new_reproduction, promote, run_plan
+from fleetprobe.reproduction import (
+    RECORD,
+    find_resumable,
+    new_reproduction,
+    promote,
+    reproduce,
+    run_plan,
+)
 from fleetprobe.runner import ParamsError
 
 from .traces import REPO, events
@@ -155,3 +162,28 @@ def test_fast_runs_in_worker_processes_and_a_failure_there_comes_back_named(
     assert "Traceback" in log and "_execute" in log  # raised in the worker, kept as text
     assert len(list((directory / "runs").iterdir())) == 2
     assert "FAILED (1)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_fast_reproduction_builds_its_notebooks_and_report_from_its_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole front door on a tiny plan: the run's notebook is executed while the plan
+    goes on (early), the report notebook beside it, and both land in the report directory
+    with REPRODUCTION.md, built from this reproduction's one run."""
+    monkeypatch.chdir(REPO)  # notebooks/ and params/ are found from the repository root
+    plan_file = tiny_plan(tmp_path)
+    doc = yaml.safe_load(plan_file.read_text())
+    doc["runs"][0]["profiles"] = ["memclaw-2026-05-30"]
+    plan_file.write_text(yaml.safe_dump(doc))
+    out_dir = tmp_path / "reports"
+    assert reproduce(plan_file, fast=True, root=tmp_path / "r", out_dir=out_dir) == 0
+    directory = next((tmp_path / "r").iterdir())
+    record = json.loads((directory / RECORD).read_text())
+    (run_id,) = [v["run_id"] for v in record["runs"].values()]
+    assert record["complete"] and record["report"]["out_dir"] == str(out_dir)
+    executed = json.loads((out_dir / "provenance.ipynb").read_text())
+    assert f"runs/{run_id}" in json.dumps(executed["cells"])  # it shows this run
+    assert (out_dir / "report.ipynb").is_file()
+    assert run_id in (out_dir / "REPRODUCTION.md").read_text()
+    assert (directory / "REPRODUCTION.md").read_text() == (out_dir / "REPRODUCTION.md"
+                                                          ).read_text()
