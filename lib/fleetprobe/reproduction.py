@@ -200,8 +200,11 @@ class WorkerProcesses:
     out of memory) breaks the pool: its attempt fails and the next gets a fresh pool."""
 
     def __init__(self, jobs: int) -> None:
-        self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(WORKER_PRELOAD)
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            self._context = multiprocessing.get_context("forkserver")
+            self._context.set_forkserver_preload(WORKER_PRELOAD)
+        else:  # Windows: each worker imports the harness itself
+            self._context = multiprocessing.get_context("spawn")
         self._jobs, self._lock = max(1, jobs), threading.Lock()
         self._pool = self._new_pool()
 
