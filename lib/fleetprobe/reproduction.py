@@ -173,13 +173,13 @@ class RunFailed(Exception):
 
 
 def _execute(experiment: str, params_file: str, settings: list[str],
-             env: dict[str, str]) -> str:
-    """One run, in a worker process: its run directory, or RunFailed."""
+             env: dict[str, str] | None = None) -> str:
+    """One run (in a worker process, or this thread): its run directory, or RunFailed."""
     import traceback
 
     from fleetprobe.runner import describe_failure, load_params, run_experiment
 
-    os.environ.update(env)
+    os.environ.update(env or {})
     try:
         return str(run_experiment(experiment, load_params(params_file, settings)))
     except Exception as exc:  # noqa: BLE001 - sent back as text
@@ -234,7 +234,7 @@ def _attempt(directory: Path, run: PlannedRun, n: int, fast: bool,
     (named, inspectable) when not."""
     import traceback
 
-    from fleetprobe.runner import describe_failure, load_params, run_experiment
+    from fleetprobe.runner import describe_failure
 
     work = directory / "work" / run.key
     shutil.rmtree(work, ignore_errors=True)
@@ -244,12 +244,11 @@ def _attempt(directory: Path, run: PlannedRun, n: int, fast: bool,
     try:
         if fast:
             servers.ensure(run.target_key(fast=True))
-        if workers is not None:
-            run_dir = workers.run(run.experiment, str(run.params_file), settings)
-        else:
-            run_dir = run_experiment(run.experiment, load_params(run.params_file, settings))
+        run_dir = Path(workers.run(run.experiment, str(run.params_file), settings)
+                       if workers is not None
+                       else _execute(run.experiment, str(run.params_file), settings))
     except Exception as exc:  # noqa: BLE001 - recorded and retried
-        failed = isinstance(exc, RunFailed)
+        failed = isinstance(exc, RunFailed)  # the run's own failure, else its server's
         log.write_text(exc.details if failed else traceback.format_exc(), encoding="utf-8")
         if work.exists():
             kept = directory / "failed" / f"{run.key}.attempt{n}"
