@@ -164,7 +164,7 @@ test-browser: $(STAMP)
 # Faults (issue 12): the workloads under injected faults and kill -9, judged by the history
 # checkers. `faults-smoke`: one tiny run. `faults`: params/reference/faults.yaml under every
 # governed profile the server defines, one after the other (each kills its own server).
-GOVERNED = $(shell $(PY) -c "from reference_server.profiles import PROFILES; \
+GOVERNED = $(shell $(PY) -c "from reference_server.governance.profiles import PROFILES; \
 	print(' '.join(n for n, p in PROFILES.items() if p.governed))" 2>/dev/null)
 .PHONY: faults faults-smoke
 faults-smoke: $(STAMP)

@@ -21,7 +21,7 @@ import httpx
 from fleetprobe.client import MemClawClient, Result
 from fleetprobe.targets import target_for_server
 from fleetprobe.trace import Trace
-from reference_server.process import ReferenceServer
+from reference_server.launch.process import ReferenceServer
 
 
 def pct(values: list[float], q: float) -> float:

@@ -7,7 +7,7 @@ change what a probe sees, and so the leakage numbers. For sampled queries of the
 shape (six words of a stored row, one fleet in scope, 1/8 of the rows visible) this compares
 `PostgresStorage.similar_rows` (HNSW + the scope predicate in SQL + iterative scan) with an
 exact scan in numpy over every stored vector under the Python scope rule, at several
-`hnsw.ef_search` values; the server's setting is `storage_pg.EF_SEARCH`. Target: recall@k
+`hnsw.ef_search` values; the server's setting is `storage/postgres.py` `EF_SEARCH`. Target: recall@k
 >= 0.99 for the rows a search can return (at or above the profile's cosine gate: "gated").
 "raw" is recall over the exact top k with no gate: with the hashing embedder those are
 near-orthogonal rows (cosine ~0.1), where an approximate index's order is noise; shown for
@@ -32,11 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from seeding import seed, store_location  # noqa: E402
 
-from reference_server import storage_pg  # noqa: E402
-from reference_server.embedding import HashingEmbedder  # noqa: E402
-from reference_server.profiles import get_profile  # noqa: E402
-from reference_server.scope import SearchFilter, SearchScope, Viewer  # noqa: E402
+from reference_server.governance.profiles import get_profile  # noqa: E402
+from reference_server.governance.scope import SearchFilter, SearchScope, Viewer  # noqa: E402
+from reference_server.pipeline.embedding import HashingEmbedder  # noqa: E402
 from reference_server.storage import open_storage  # noqa: E402
+from reference_server.storage import postgres as storage_pg  # noqa: E402
 
 PROFILE = "memclaw-2026-05-30"
 KS = (10, 40)  # 2 x top_k for top_k 5 (leakage, propagation) and 20 (stale reads)

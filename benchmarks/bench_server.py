@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from seeding import FLEETS, Seeded, seed, sentence, store_location  # noqa: E402
 
-from reference_server.process import ReferenceServer  # noqa: E402
+from reference_server.launch.process import ReferenceServer  # noqa: E402
 
 FAST_ARGS = ["--search-rate", "1000000/minute", "--write-rate", "1000000/second"]
 STACKS = {"auto": [], "asyncio-h11": ["--loop", "asyncio", "--http", "h11"]}

@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from reference_server.app import ServerConfig, build_state
-from reference_server.auth import new_raw_key
-from reference_server.background import seed_background, sentence, vocabulary
-from reference_server.profiles import get_profile
+from reference_server.api.app import ServerConfig, build_state
+from reference_server.governance.auth import new_raw_key
+from reference_server.governance.profiles import get_profile
+from reference_server.pipeline.background import seed_background, sentence, vocabulary
 from reference_server.storage import AgentRow
 
 __all__ = ["FLEETS", "Seeded", "seed", "sentence", "store_location"]
@@ -32,7 +32,7 @@ class Seeded:
 
 def seed(db: Path | str, profile: str, n: int, rng: random.Random,
          sample: int = 2000) -> Seeded:
-    """Tenant, its key and n memories (reference_server.background: 8 fleets, one agent key
+    """Tenant, its key and n memories (reference_server.pipeline.background: 8 fleets, one agent key
     per fleet registered) in the store at `db` (a path or postgresql:// URL). A PostgreSQL
     seed of >= 5k rows builds the HNSW index once, after the copy."""
     state = build_state(ServerConfig(get_profile(profile), db, new_raw_key()))
@@ -53,7 +53,7 @@ def store_location(backend: str, tmp: Path) -> Iterator[Path | str]:
     if backend == "sqlite":
         yield tmp / "bench.db"
         return
-    from reference_server.embedded_pg import EmbeddedPostgres
+    from reference_server.launch.embedded_pg import EmbeddedPostgres
 
     with EmbeddedPostgres(tmp / "pgdata") as pg:
         yield pg.create_database("bench")

@@ -20,7 +20,7 @@ DEFAULT_PROFILE = "memclaw-2026-05-30"
 
 
 def _server(profile: str, extra_args: tuple[str, ...] = (), **kwargs: Any) -> Any:
-    from reference_server.process import ReferenceServer
+    from reference_server.launch.process import ReferenceServer
 
     return ReferenceServer(profile=profile, extra_args=extra_args, **kwargs)
 

@@ -4,7 +4,7 @@ A plan file lists entries; each names an experiment, its params file, the server
 run it under and optional overrides, and every (entry, profile) is one `fleetprobe run`
 process with its own tenant. The runs are bound by the paper's rate limits, not by CPU, so
 many run side by side; what a busy machine cannot take is many servers *starting* at once,
-which `reference_server.process` bounds machine-wide (`FLEETPROBE_SERVER_START_SLOTS`).
+which `reference_server.launch.process` bounds machine-wide (`FLEETPROBE_SERVER_START_SLOTS`).
 
     runs:
       - experiment: leakage                 # registered experiment
@@ -49,7 +49,7 @@ ENV_JOBS = "JOBS"
 def default_jobs(fast: bool = False) -> int:
     """Runs side by side: rate-bound runs mostly wait (a paper-scale run uses a few CPU-seconds
     over minutes), so many per core, and the plan's wall time is its longest run only if all
-    start at once; server start-ups stay bounded machine-wide (`reference_server.process`).
+    start at once; server start-ups stay bounded machine-wide (`reference_server.launch.process`).
     Unthrottled (fast) runs are CPU-bound but still wait on settle windows, pacing and polls
     (a contradiction run, most of its 30 s), so eight per core: each is a worker process and
     the waiting ones leave the CPU to the others. `JOBS` in the environment overrides."""

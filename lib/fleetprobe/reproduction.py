@@ -128,7 +128,7 @@ class SharedServers:
 
     def ensure(self, key: str) -> None:
         from fleetprobe.targets import TargetParams, server_launch
-        from reference_server.process import ReferenceServer
+        from reference_server.launch.process import ReferenceServer
 
         target = TargetParams.model_validate_json(key)
         if target.kind != "reference":

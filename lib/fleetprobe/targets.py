@@ -111,7 +111,7 @@ def _check_known_profile(profile: str) -> None:
     """A profile the bundled server does not have fails here, in one line, before any server
     starts."""
     try:
-        from reference_server.profiles import PROFILES
+        from reference_server.governance.profiles import PROFILES
     except ImportError:
         return
     if profile not in PROFILES:
@@ -225,7 +225,7 @@ def server_launch(params: TargetParams) -> dict[str, Any]:
     db_url = None
     if params.storage == "postgres":
         extra += ["--vector-search", params.vector_search]
-        from reference_server.embedded_pg import shared_database_url
+        from reference_server.launch.embedded_pg import shared_database_url
 
         db_url = shared_database_url()
     return {"profile": params.profile, "extra_args": tuple(extra), "db_url": db_url,
@@ -237,7 +237,7 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
     shared = json.loads(os.environ.get(ENV_SHARED_SERVERS) or "{}").get(
         params.model_dump_json())
     try:
-        from reference_server.process import (
+        from reference_server.launch.process import (
             ReferenceServer,
             ReferenceServerError,
             RunningServer,
@@ -266,7 +266,7 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
         target.storage = (f"postgres ({params.vector_search})" if server.db_url
                           else "sqlite")
         if params.background_memories:  # a production-sized store before the run
-            from reference_server.background import seed_background
+            from reference_server.pipeline.background import seed_background
 
             seed_background(server.db_url or server.db_path, target.tenant.tenant_id,
                             params.background_memories)
@@ -282,7 +282,7 @@ def backend_target(params: TargetParams) -> Iterator[Target]:
                           "(e.g. --set target.backend=mem0, or target.profile=backend-mem0)")
     try:
         from fleetprobe.backends.process import BackendServer
-        from reference_server.process import RunningServer
+        from reference_server.launch.process import RunningServer
     except ImportError as exc:  # pragma: no cover - the package ships with the kit
         raise TargetError(f"the backend adapters are not importable ({exc})") from exc
     shared = json.loads(os.environ.get(ENV_SHARED_SERVERS) or "{}").get(

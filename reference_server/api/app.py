@@ -11,19 +11,21 @@ from pathlib import Path
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import __version__, search_pipeline, write_pipeline
-from .auth import KeyRegistry
-from .contradiction import ContradictionDetector
-from .embedding import make_embedder
-from .errors import envelope, install_error_handlers
-from .latency import LatencySimulator
-from .profiles import LatencyModel, Profile
-from .ratelimit import RateLimiter, parse_rate
+from .. import __version__
+from ..governance.auth import KeyRegistry
+from ..governance.profiles import LatencyModel, Profile
+from ..governance.ratelimit import RateLimiter, parse_rate
+from ..pipeline import search as search_pipeline
+from ..pipeline import write as write_pipeline
+from ..pipeline.contradiction import ContradictionDetector
+from ..pipeline.embedding import make_embedder
+from ..pipeline.latency import LatencySimulator
+from ..storage import open_storage
+from ..wire.errors import envelope, install_error_handlers
 from .routes_admin import router as admin_router
 from .routes_insights import router as insights_router
 from .routes_memories import router as memories_router
 from .state import ServerState
-from .storage import open_storage
 
 MAX_BODY_BYTES = 1024 * 1024
 

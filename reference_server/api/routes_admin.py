@@ -10,13 +10,14 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from . import __version__, scope
-from .auth import Caller, caller_from
-from .errors import ApiError
-from .schemas import EntityUpsert, ProvisionRequest, TenantCreate, Text, TrustUpdate
-from .serialize import memory_out
+from .. import __version__
+from ..governance import scope
+from ..governance.auth import Caller, caller_from
+from ..storage import AgentRow, now_iso
+from ..wire.errors import ApiError
+from ..wire.schemas import EntityUpsert, ProvisionRequest, TenantCreate, Text, TrustUpdate
+from ..wire.serialize import memory_out
 from .state import ServerState, state_of
-from .storage import AgentRow, now_iso
 
 router = APIRouter(prefix="/api/v1")
 CallerDep = Annotated[Caller, Depends(caller_from)]

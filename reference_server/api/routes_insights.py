@@ -28,13 +28,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field, model_validator
 
-from . import scope
-from .auth import Caller, caller_from
-from .errors import ApiError
-from .schemas import Text
+from ..governance import scope
+from ..governance.auth import Caller, caller_from
+from ..pipeline.write import content_hash
+from ..storage import AgentRow, ListFilter, now_iso
+from ..wire.errors import ApiError
+from ..wire.schemas import Text
 from .state import ServerState, state_of
-from .storage import AgentRow, ListFilter, now_iso
-from .write_pipeline import content_hash
 
 router = APIRouter(prefix="/api/v1")
 

@@ -16,11 +16,21 @@ from fastapi import APIRouter, Body, Depends, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
-from . import scope
-from .auth import Caller, caller_from
-from .embedding import off_loop_if_heavy
-from .errors import ApiError
-from .schemas import (
+from ..governance import scope
+from ..governance.auth import Caller, caller_from
+from ..pipeline.embedding import off_loop_if_heavy
+from ..pipeline.search import SearchContext, run_search
+from ..pipeline.write import (
+    DuplicateError,
+    WriteContext,
+    content_hash,
+    iso,
+    require_min_length,
+    run_write,
+)
+from ..storage import AgentRow, ListFilter
+from ..wire.errors import ApiError
+from ..wire.schemas import (
     RESERVED_MEMORY_TYPES,
     STATUSES,
     BulkMemoryCreate,
@@ -33,18 +43,8 @@ from .schemas import (
     Timestamp,
     reserved_type_message,
 )
-from .search_pipeline import SearchContext, run_search
-from .serialize import content_preview, memory_detail, memory_out
+from ..wire.serialize import content_preview, memory_detail, memory_out
 from .state import ServerState, state_of
-from .storage import AgentRow, ListFilter
-from .write_pipeline import (
-    DuplicateError,
-    WriteContext,
-    content_hash,
-    iso,
-    require_min_length,
-    run_write,
-)
 
 router = APIRouter(prefix="/api/v1")
 CallerDep = Annotated[Caller, Depends(caller_from)]

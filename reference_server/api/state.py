@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from .auth import Caller, KeyRegistry, hash_key
-from .contradiction import ContradictionDetector
-from .embedding import Embedder
-from .latency import LatencySimulator
-from .profiles import Profile
-from .ratelimit import RateLimiter
-from .storage import AgentRow, Storage
+from ..governance.auth import Caller, KeyRegistry, hash_key
+from ..governance.profiles import Profile
+from ..governance.ratelimit import RateLimiter
+from ..pipeline.contradiction import ContradictionDetector
+from ..pipeline.embedding import Embedder
+from ..pipeline.latency import LatencySimulator
+from ..storage import AgentRow, Storage
 
 
 @dataclass

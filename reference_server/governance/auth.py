@@ -29,8 +29,8 @@ from typing import Literal
 from fastapi import Request
 from starlette.datastructures import Headers
 
-from .errors import ApiError
-from .storage import KeyRow, Storage, now_iso
+from ..storage import KeyRow, Storage, now_iso
+from ..wire.errors import ApiError
 
 KEY_PREFIX = "mc_"
 AuthMode = Literal["gateway", "gate", "headers"]

@@ -1,7 +1,7 @@
 """Behaviour profiles: every policy choice the server makes, named in one frozen object.
 
 Handlers never branch on a profile's name; they ask the profile. The write and search paths
-are compositions (lists of step names, see `write_pipeline.py`), so the difference between
+are compositions (lists of step names, see `pipeline/write.py`), so the difference between
 `memclaw-2026-05-30` and `proposed` reads as two lists side by side.
 """
 

@@ -7,7 +7,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from .errors import ApiError
+from ..wire.errors import ApiError
 
 _UNITS = {"second": 1.0, "minute": 60.0, "hour": 3600.0, "day": 86400.0}
 _RATE = re.compile(r"^\s*(\d+)\s*(?:/|per)\s*(?:(\d+)\s*)?(second|minute|hour|day)s?\s*$")

@@ -13,11 +13,11 @@ Trust ladder (paper 7.1): 0 read-only, 1 write home fleet, 2 cross-fleet read,
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ..storage import AgentRow
 from .profiles import Profile
-from .storage import AgentRow
 
 CROSS_FLEET_READ_TRUST = 2
 CROSS_FLEET_WRITE_TRUST = 3
@@ -168,6 +168,13 @@ class SearchFilter:
             return False
         start = row["ts_valid_start"]
         return self.valid_at is None or start is None or start[:10] <= self.valid_at[:10]
+
+    @property
+    def fleet_ids(self) -> Collection[str]:
+        return self.scope.fleet_ids
+
+    def with_fleet_ids(self, fleet_ids: Collection[str]) -> SearchFilter:
+        return replace(self, scope=replace(self.scope, fleet_ids=fleet_ids))
 
     def sql(self, mark: str = "%s") -> tuple[str, list[Any]]:
         clause, args = search_predicate_sql(self.profile, self.scope, mark)

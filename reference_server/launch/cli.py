@@ -26,11 +26,11 @@ from pathlib import Path  # noqa: E402
 
 import uvicorn  # noqa: E402
 
-from .app import ServerConfig, build_state, create_app  # noqa: E402
-from .auth import AUTH_MODES, hash_key, new_raw_key  # noqa: E402
-from .profiles import DEFAULT_PROFILE, PROFILES, get_profile  # noqa: E402
-from .ratelimit import parse_rate  # noqa: E402
-from .state import ServerState  # noqa: E402
+from ..api.app import ServerConfig, build_state, create_app  # noqa: E402
+from ..api.state import ServerState  # noqa: E402
+from ..governance.auth import AUTH_MODES, hash_key, new_raw_key  # noqa: E402
+from ..governance.profiles import DEFAULT_PROFILE, PROFILES, get_profile  # noqa: E402
+from ..governance.ratelimit import parse_rate  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
                    help="PostgreSQL data directory (kept between runs)")
     p.add_argument("--database", default="fleetprobe")
     args = p.parse_args(own)
-    from .__main__ import main as server_main
+    from .cli import main as server_main
 
     with EmbeddedPostgres(args.data.resolve()) as pg:
         url = pg.create_database(args.database)

@@ -25,7 +25,7 @@ from types import TracebackType
 
 import httpx
 
-from .auth import new_raw_key
+from ..governance.auth import new_raw_key
 
 # A loaded 2-core machine (many servers starting beside a CPU-bound job) can take tens of
 # seconds to import the server; override with FLEETPROBE_SERVER_STARTUP_S.

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..storage import now_iso, open_storage
 from .embedding import HashingEmbedder
-from .storage import now_iso, open_storage
-from .write_pipeline import content_hash
+from .write import content_hash
 
 DEFAULT_FLEETS = 8
 

@@ -16,7 +16,7 @@ import logging
 import time
 from importlib import resources
 
-from .storage import LIVE_STATUSES, Storage
+from ..storage import LIVE_STATUSES, Storage
 
 log = logging.getLogger("reference_server.contradiction")
 
@@ -26,7 +26,7 @@ PREDICATES_FILE = "data/single_value_predicates.txt"
 def load_single_value_predicates() -> frozenset[str]:
     """MemClaw's `SINGLE_VALUE_PREDICATES`, exactly as its engine ships them (the data file
     names its source). A predicate outside the set is multi-valued: no supersession."""
-    text = resources.files(__package__).joinpath(PREDICATES_FILE).read_text(encoding="utf-8")
+    text = resources.files("reference_server").joinpath(PREDICATES_FILE).read_text(encoding="utf-8")
     return frozenset(line.strip() for line in text.splitlines()
                      if line.strip() and not line.lstrip().startswith("#"))
 

@@ -12,7 +12,7 @@ import asyncio
 import math
 import random
 
-from .profiles import LatencyModel
+from ..governance.profiles import LatencyModel
 
 
 class LatencySimulator:

@@ -19,14 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from .auth import Caller
+from ..governance.auth import Caller
+from ..governance.profiles import Profile
+from ..governance.scope import (
+    SearchFilter,
+    SearchScope,
+    Viewer,
+    fleet_read_allowed,
+    search_row_visible,
+)
+from ..storage import AgentRow, Storage
+from ..wire.errors import ApiError
+from ..wire.schemas import SearchRequest
 from .embedding import Embedder, keyword_score
-from .errors import ApiError
-from .profiles import Profile
-from .schemas import SearchRequest
-from .scope import SearchFilter, SearchScope, Viewer, fleet_read_allowed, search_row_visible
-from .storage import AgentRow, Storage
-from .write_pipeline import iso
+from .write import iso
 
 STATUS_PENALTY = {"outdated": 0.5, "conflicted": 0.5}
 # MemClaw's graph hop boosts and cap on boosted rows (WIRE.md section 6).

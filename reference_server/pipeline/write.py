@@ -20,16 +20,16 @@ from typing import Any
 
 import numpy as np
 
+from ..governance.profiles import Profile
+from ..governance.scope import Viewer, row_access_allowed
+from ..storage import LIVE_STATUSES, AgentRow, IdempotencyRecord, Storage, now_iso
+from ..storage import monotonic_due as due_in
+from ..wire.errors import ApiError
+from ..wire.schemas import MemoryFields
+from ..wire.serialize import memory_out
 from .contradiction import carries_single_valued_triple
 from .embedding import Embedder, off_loop_if_heavy
-from .errors import ApiError
 from .latency import LatencySimulator
-from .profiles import Profile
-from .schemas import MemoryFields
-from .scope import Viewer, row_access_allowed
-from .serialize import memory_out
-from .storage import LIVE_STATUSES, AgentRow, IdempotencyRecord, Storage, now_iso
-from .storage import monotonic_due as due_in
 
 STRONG_BY_TYPE = frozenset({"decision", "commitment", "cancellation"})
 

@@ -18,8 +18,7 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -28,7 +27,8 @@ from psycopg.abc import Buffer
 from psycopg.rows import dict_row
 from psycopg.types.string import StrBinaryDumper, StrDumperUnknown, TextLoader
 
-from .storage import (
+from .protocol import RowFilter
+from .rows import (
     LIVE_STATUSES,
     MEMORY_COLUMNS,
     AgentRow,
@@ -38,9 +38,6 @@ from .storage import (
     list_where,
     now_iso,
 )
-
-if TYPE_CHECKING:
-    from .scope import SearchFilter
 
 # Similarity search: `exact` (the default) ranks every visible row of the tenant by true
 # distance; `hnsw` walks the HNSW index (approximate). With the kit's hashing embedder the
@@ -403,7 +400,7 @@ class PostgresStorage:
         return np.asarray(rowids, dtype=np.int64), np.asarray(sims, dtype=np.float32)
 
     def similar_rows(self, tenant_id: str, vector: np.ndarray, min_similarity: float,
-                     visible: SearchFilter | None = None,
+                     visible: RowFilter | None = None,
                      first_page: int = 16) -> Iterator[tuple[dict, float]]:
         """The tenant's rows, most similar first, down to `min_similarity`; with `visible`,
         only rows its scope predicate admits (in the SQL, so the HNSW scan walks past the
@@ -434,11 +431,11 @@ class PostgresStorage:
             offset += page
             page = min(page * 4, 4096)
 
-    def _narrowed_to_tenant_fleets(self, tenant_id: str, visible: SearchFilter) -> SearchFilter:
+    def _narrowed_to_tenant_fleets(self, tenant_id: str, visible: RowFilter) -> RowFilter:
         """A long `fleet_ids` list (a legal request may name 100k) cut to the fleets the tenant
         has rows in: the same rows match, but every page query no longer ships and scans the
         whole list while holding the connection every other request waits for."""
-        fleet_ids = visible.scope.fleet_ids
+        fleet_ids = visible.fleet_ids
         if len(fleet_ids) <= LONG_FLEET_LIST:
             return visible
         present = {r["fleet_id"] for r in self._all(
@@ -446,7 +443,7 @@ class PostgresStorage:
             (tenant_id,))}
         # none present: keep one absent id, so the fleet clause stays and matches no fleet
         kept = frozenset(f for f in fleet_ids if f in present) or frozenset([next(iter(fleet_ids))])
-        return replace(visible, scope=replace(visible.scope, fleet_ids=kept))
+        return visible.with_fleet_ids(kept)
 
     def rows_by_rowids(self, rowids: Sequence[int]) -> dict[int, dict]:
         if len(rowids) == 0:
@@ -590,7 +587,7 @@ class PostgresStorage:
         return links
 
     def memories_linked_to(self, tenant_id: str, entity_id: str,
-                           visible: SearchFilter | None = None) -> list[dict]:
+                           visible: RowFilter | None = None) -> list[dict]:
         """Newest first; with `visible`, only the rows its scope predicate admits (SQL)."""
         where, args = "", []
         if visible is not None:

@@ -1,9 +1,9 @@
-"""Storage: one small interface (`Storage`) and its SQLite implementation (WAL, one file).
+"""The SQLite store (WAL, one file), an implementation of `Storage` (protocol.py).
 
 Every acknowledged write is committed before the response is sent; the contradiction job
 for a memory is inserted in the same transaction as the memory row, so a restart or a
 `kill -9` loses neither. Vector scores come from an in-memory matrix per tenant, rebuilt
-lazily from the stored embeddings; the scan is exact (PostgreSQL + pgvector: storage_pg.py).
+lazily from the stored embeddings; the scan is exact (PostgreSQL + pgvector: postgres.py).
 """
 
 from __future__ import annotations
@@ -11,20 +11,24 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .scope import SearchFilter
-
-LIVE_STATUSES = ("active", "confirmed", "pending")
+from .protocol import RowFilter
+from .rows import (
+    LIVE_STATUSES,
+    MEMORY_COLUMNS,
+    AgentRow,
+    IdempotencyRecord,
+    KeyRow,
+    ListFilter,
+    list_where,
+    now_iso,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (
@@ -120,130 +124,11 @@ CREATE TABLE IF NOT EXISTS idempotency (
 """
 
 
-MEMORY_COLUMNS = (
-    "id", "tenant_id", "fleet_id", "agent_id", "memory_type", "title", "content", "weight",
-    "source_uri", "run_id", "metadata", "content_hash", "client_request_id", "created_at",
-    "expires_at", "deleted_at", "ts_valid_start", "ts_valid_end", "subject_entity_id",
-    "predicate", "object_value", "status", "visibility", "recall_count", "last_recalled_at",
-    "supersedes_id")
 # Everything but the embedding blob (only the by-id detail shows it).
 SQL_FLEET_IDS_MAX = 500  # longer fleet_ids lists stay out of SQL (one parameter per id)
 ROW_CACHE_MAX = 50_000  # decoded rows kept per store (a 10x-scale tenant is ~20,000)
 ROW_COLUMNS = "rowid AS _rowid, " + ", ".join(MEMORY_COLUMNS)
 ROW_COLUMNS_M = "m.rowid AS _rowid, " + ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-@dataclass(frozen=True)
-class AgentRow:
-    tenant_id: str
-    agent_id: str
-    fleet_id: str | None
-    trust_level: int
-    display_name: str | None = None
-    created_at: str = ""
-    updated_at: str = ""
-
-
-@dataclass(frozen=True)
-class KeyRow:
-    id: str
-    tenant_id: str
-    agent_id: str | None
-    kind: str
-    key_prefix: str
-    created_at: str
-
-
-@dataclass
-class IdempotencyRecord:
-    tenant_id: str
-    key: str
-    request_hash: str
-    status_code: int
-    body: str
-
-
-@dataclass
-class ListFilter:
-    tenant_id: str
-    fleet_id: str | None = None
-    agent_id: str | None = None
-    memory_type: str | None = None
-    exclude_memory_types: Sequence[str] = ()
-    status: str | None = None
-    run_id: str | None = None
-    created_after: str | None = None
-    created_before: str | None = None
-    include_deleted: bool = False
-    sort: str = "created_at"
-    order: str = "desc"
-    # (created_at, id) of the last row already returned, for the created_at-desc cursor.
-    after: tuple[str, str] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class Storage(Protocol):
-    """What the server needs from a store: `SqliteStorage` here, `PostgresStorage`
-    (storage_pg.py, pgvector) for scale. Every write method commits before it returns.
-    tests/server/test_storage_conformance.py runs the same checks on both."""
-
-    # tenants, keys, agents
-    def create_tenant(self, tenant_id: str) -> bool: ...
-    def tenant_exists(self, tenant_id: str) -> bool: ...
-    def add_key(self, key_hash: str, row: KeyRow, label: str | None = None) -> None:
-        """An agent key (row.agent_id set) replaces that agent's earlier keys."""
-    def find_key(self, key_hash: str) -> KeyRow | None: ...
-    def get_agent(self, tenant_id: str, agent_id: str) -> AgentRow | None: ...
-    def upsert_agent(self, agent: AgentRow) -> None: ...
-    def delete_agent(self, tenant_id: str, agent_id: str) -> bool:
-        """Remove the agent row and revoke all its keys; False if it did not exist."""
-
-    # memories
-    def insert_memory(self, row: dict, embedding: np.ndarray | None,
-                      links: Sequence[tuple[str, str]] = (), detection_due_at: float | None = None,
-                      idempotency: IdempotencyRecord | None = None) -> None: ...
-    def insert_many(self, rows: Sequence[dict], embeddings: Sequence[np.ndarray]) -> None: ...
-    def get_memory(self, tenant_id: str, memory_id: str) -> dict | None: ...
-    def memories_by_ids(self, tenant_id: str, ids: Sequence[str]) -> list[dict]: ...
-    def find_exact_duplicate(self, tenant_id: str, fleet_id: str | None, agent_id: str,
-                             content_hash: str) -> str | None: ...
-    def find_client_request(self, tenant_id: str, client_request_id: str) -> str | None: ...
-    def ranked_by_similarity(self, tenant_id: str, vector: np.ndarray,
-                             min_similarity: float) -> tuple[np.ndarray, np.ndarray]: ...
-    def similar_rows(self, tenant_id: str, vector: np.ndarray, min_similarity: float,
-                     visible: SearchFilter | None = None) -> Iterator[tuple[dict, float]]: ...
-    def rows_by_rowids(self, rowids: Sequence[int]) -> dict[int, dict]: ...
-    def iter_memories(self, flt: ListFilter) -> Iterator[dict]: ...
-    def successors_of(self, tenant_id: str, ids: Sequence[str]) -> list[dict]: ...
-    def update_memory(self, row: dict, changes: dict[str, Any], embedding: np.ndarray | None,
-                      links: Sequence[tuple[str, str]] | None) -> None: ...
-    def update_status(self, tenant_id: str, memory_id: str, status: str) -> None: ...
-    def soft_delete(self, tenant_id: str, memory_id: str) -> None: ...
-    def reassign(self, tenant_id: str, memory_ids: Sequence[str], agent_id: str) -> None: ...
-
-    # contradiction jobs
-    def due_jobs(self, now: float, limit: int = 50) -> list[tuple[str, str]]: ...
-    def next_due_at(self) -> float | None: ...
-    def detection_pending(self, memory_id: str) -> bool: ...
-    def rdf_candidates(self, row: dict) -> list[dict]: ...
-    def complete_detection(self, memory_id: str,
-                           supersessions: Sequence[tuple[str, str]]) -> None: ...
-
-    # entities and idempotency
-    def find_entity(self, tenant_id: str, entity_type: str, canonical_name: str,
-                    fleet_id: str | None) -> dict | None: ...
-    def get_entity(self, tenant_id: str, entity_id: str) -> dict | None: ...
-    def save_entity(self, entity: dict) -> None: ...
-    def entity_links_of(self, memory_ids: Sequence[str]) -> dict[str, list[dict]]: ...
-    def memories_linked_to(self, tenant_id: str, entity_id: str,
-                           visible: SearchFilter | None = None) -> Iterable[dict]: ...
-    def entities_named_in(self, tenant_id: str, text: str, limit: int = 10) -> list[dict]: ...
-    def get_idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None: ...
-    def close(self) -> None: ...
 
 
 class VectorIndex:
@@ -533,7 +418,7 @@ class SqliteStorage:
             return self.index.ranked(tenant_id, vector, min_similarity)
 
     def similar_rows(self, tenant_id: str, vector: np.ndarray, min_similarity: float,
-                     visible: SearchFilter | None = None) -> Iterator[tuple[dict, float]]:
+                     visible: RowFilter | None = None) -> Iterator[tuple[dict, float]]:
         """The tenant's rows, most similar first (exact scan of the in-memory matrix), down
         to `min_similarity`; with `visible`, only the rows it admits. Lazy: rows are read in
         growing chunks, so a search that stops after a few dozen rows reads a few dozen."""
@@ -690,14 +575,14 @@ class SqliteStorage:
         return links
 
     def memories_linked_to(self, tenant_id: str, entity_id: str,
-                           visible: SearchFilter | None = None) -> Iterator[dict]:
+                           visible: RowFilter | None = None) -> Iterator[dict]:
         """Newest first, read in growing pages: the graph walk stops at its row cap, so a
         hub entity linked to hundreds of rows costs the few dozen the walk takes. With
         `visible`, only rows its scope predicate admits, in the SQL: a hub whose rows the
         caller may not read is otherwise read whole by every search that names it (a
         fleet list too long for SQLite's parameters is judged by the caller alone)."""
         where, args = "", ()
-        if visible is not None and len(visible.scope.fleet_ids) <= SQL_FLEET_IDS_MAX:
+        if visible is not None and len(visible.fleet_ids) <= SQL_FLEET_IDS_MAX:
             clause, clause_args = visible.sql("?")  # its columns are the memories' alone
             where, args = f" AND {clause}", tuple(clause_args)
         sql = (f"SELECT {ROW_COLUMNS_M} FROM memories m JOIN memory_entity_links l "
@@ -724,38 +609,6 @@ class SqliteStorage:
         return IdempotencyRecord(**dict(r)) if r else None
 
 
-_SORTABLE = {"created_at", "weight", "memory_type", "agent_id", "status", "recall_count",
-             "fleet_id", "tenant_id", "expires_at", "deleted_at"}
-
-
-def list_where(flt: ListFilter, mark: str = "?") -> tuple[list[str], list[Any]]:
-    """The list filter as SQL clauses and parameters (`mark`: the driver's placeholder)."""
-    if flt.sort not in _SORTABLE:
-        raise ValueError(f"unsortable column {flt.sort}")
-    where, args = [f"tenant_id = {mark}"], [flt.tenant_id]
-    equals = {"fleet_id": flt.fleet_id, "agent_id": flt.agent_id,
-              "memory_type": flt.memory_type, "status": flt.status, "run_id": flt.run_id}
-    for column, value in equals.items():
-        if value is not None:
-            where.append(f"{column} = {mark}")
-            args.append(value)
-    if flt.exclude_memory_types:
-        where.append(f"memory_type NOT IN ({', '.join(mark for _ in flt.exclude_memory_types)})")
-        args.extend(flt.exclude_memory_types)
-    if flt.created_after:
-        where.append(f"created_at > {mark}")
-        args.append(flt.created_after)
-    if flt.created_before:
-        where.append(f"created_at < {mark}")
-        args.append(flt.created_before)
-    if not flt.include_deleted:
-        where.append("deleted_at IS NULL")
-    if flt.after:
-        where.append(f"(created_at < {mark} OR (created_at = {mark} AND id < {mark}))")
-        args.extend([flt.after[0], flt.after[0], flt.after[1]])
-    return where, args
-
-
 def _decoded(d: dict) -> dict:
     if d.get("metadata") is not None:
         d["metadata"] = json.loads(d["metadata"])
@@ -766,18 +619,3 @@ def _entity(r: sqlite3.Row) -> dict:
     d = dict(r)
     d["attributes"] = json.loads(d["attributes"])
     return d
-
-
-def monotonic_due(delay_s: float) -> float:
-    """Detection due times are wall-clock epochs so they survive a restart."""
-    return time.time() + delay_s
-
-
-def open_storage(db: Path | str, dim: int, vector_search: str = "exact") -> Storage:
-    """`postgresql://...` -> PostgreSQL + pgvector (the `pg` extra); anything else is a
-    SQLite file path. `vector_search` (PostgreSQL): `exact` or `hnsw` (see storage_pg)."""
-    if isinstance(db, str) and db.startswith(("postgresql://", "postgres://")):
-        from .storage_pg import PostgresStorage  # optional dependency
-
-        return PostgresStorage(db, dim, vector_search)
-    return SqliteStorage(db, dim)

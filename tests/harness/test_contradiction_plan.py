@@ -51,7 +51,7 @@ def test_each_pair_asserts_two_values_on_one_single_valued_triple() -> None:
 
 
 def test_predicates_are_single_valued_on_the_reference_server() -> None:
-    from reference_server.contradiction import SINGLE_VALUE_PREDICATES, is_single_valued
+    from reference_server.pipeline.contradiction import SINGLE_VALUE_PREDICATES, is_single_valued
 
     assert all(is_single_valued(t.predicate) for t in TEMPLATES)
     # every template predicate is one of MemClaw's own names (e.g. `owner` is not one: the
@@ -77,7 +77,7 @@ def test_per_fact_writer_writes_all_four_per_scenario_splits_them() -> None:
 
 
 def _cosine(a: str, b: str) -> float:
-    from reference_server.embedding import HashingEmbedder
+    from reference_server.pipeline.embedding import HashingEmbedder
 
     embedder = HashingEmbedder()
     return float(embedder.embed(a) @ embedder.embed(b))
@@ -97,7 +97,7 @@ def test_value_only_pairs_cross_the_near_duplicate_gate_frames_do_not() -> None:
 
 def test_salt_never_looks_like_an_identifier() -> None:
     """A hex salt would make the server's near-duplicate gate skip every write."""
-    from reference_server.write_pipeline import IDENTIFIER
+    from reference_server.pipeline.write import IDENTIFIER
 
     for nonce in ("3fa2c1b0", "deadbeef", "01234567", "a1b2c3d4"):
         for fact in make_plan(params(pair_prose="value_only")).facts:

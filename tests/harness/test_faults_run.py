@@ -13,7 +13,7 @@ import pytest
 
 from fleetprobe import load_params, run_experiment
 from fleetprobe.targets import target_for_server
-from reference_server.profiles import PROFILES
+from reference_server.governance.profiles import PROFILES
 
 from .traces import REPO, events, manifest
 

@@ -13,7 +13,7 @@ from fleetprobe import load_params, run_experiment
 from fleetprobe.analysis import verdict
 from fleetprobe.analysis.results import Results
 from fleetprobe.targets import TargetParams, live_target
-from reference_server.process import ReferenceServer
+from reference_server.launch.process import ReferenceServer
 
 from .traces import KEY_LIKE, REPO, events, manifest
 

@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from fleetprobe import load_params, run_experiment
 from fleetprobe.targets import target_for_server
-from reference_server.process import ReferenceServer, free_port
+from reference_server.launch.process import ReferenceServer, free_port
 
 from .traces import KEY_LIKE, REPO, events
 

@@ -206,7 +206,7 @@ def test_checker_paper_probes_use_the_papers_expectation() -> None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
-    from reference_server.process import ReferenceServer
+    from reference_server.launch.process import ReferenceServer
 
     root = tmp_path_factory.mktemp("matrix-traces")
     out: dict[str, Path] = {}

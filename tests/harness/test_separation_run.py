@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fleetprobe import load_params, run_experiment
-from reference_server.profiles import PROFILES
+from reference_server.governance.profiles import PROFILES
 
 from .traces import KEY_LIKE, REPO, events, manifest
 

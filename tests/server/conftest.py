@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reference_server.process import ReferenceServer
+from reference_server.launch.process import ReferenceServer
 
 PROFILES = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "naive")
 FAST_ARGS = ("--search-rate", "100000/minute", "--write-rate", "100000/second",

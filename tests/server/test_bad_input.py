@@ -11,7 +11,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from reference_server.schemas import MAX_JSON_DEPTH
+from reference_server.wire.schemas import MAX_JSON_DEPTH
 
 from .conftest import Api, ServerPool, ids
 
@@ -379,10 +379,10 @@ def test_write_responses_carry_rate_limit_headers(api: Api) -> None:
 
 
 def test_rate_limiter_keeps_a_hash_not_the_raw_key() -> None:
-    from reference_server.auth import Caller, hash_key
-    from reference_server.profiles import get_profile
-    from reference_server.ratelimit import RateLimiter, parse_rate
-    from reference_server.state import ServerState
+    from reference_server.api.state import ServerState
+    from reference_server.governance.auth import Caller, hash_key
+    from reference_server.governance.profiles import get_profile
+    from reference_server.governance.ratelimit import RateLimiter, parse_rate
 
     profile = get_profile("memclaw-2026-05-30").with_overrides(rate_limit_key="key")
     limiter = RateLimiter({"write": parse_rate("5/second")})

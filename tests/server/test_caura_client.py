@@ -17,7 +17,7 @@ import pytest
 caura_client = pytest.importorskip("caura_client")
 from caura_client import Caura, NotFoundError  # noqa: E402
 
-from reference_server.process import ReferenceServer  # noqa: E402
+from reference_server.launch.process import ReferenceServer  # noqa: E402
 
 from .conftest import FAST_ARGS  # noqa: E402
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from reference_server.process import ReferenceServer
+from reference_server.launch.process import ReferenceServer
 
 from .test_wire_conformance import BROKER, check
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reference_server import contradiction
+import reference_server
+from reference_server.pipeline import contradiction
 
-DATA = Path(contradiction.__file__).parent / contradiction.PREDICATES_FILE
+DATA = Path(reference_server.__file__).parent / contradiction.PREDICATES_FILE
 
 
 def names_in_file() -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reference_server.process import ReferenceServer
+from reference_server.launch.process import ReferenceServer
 
 from .conftest import FAST_ARGS
 

@@ -23,8 +23,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reference_server.profiles import get_profile
-from reference_server.scope import SearchFilter, SearchScope, Viewer, search_predicate_sql
+from reference_server.governance.profiles import get_profile
+from reference_server.governance.scope import (
+    SearchFilter,
+    SearchScope,
+    Viewer,
+    search_predicate_sql,
+)
 from reference_server.storage import (
     AgentRow,
     IdempotencyRecord,
@@ -53,7 +58,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 def open_store(backend: str, tmp_path: Path) -> Iterator[Callable[..., Storage]]:
     """Opens (and reopens) one store of the backend; closes every handle at the end."""
     if backend == "postgres":
-        from reference_server.embedded_pg import shared_database_url
+        from reference_server.launch.embedded_pg import shared_database_url
 
         location: Path | str = shared_database_url()
     else:

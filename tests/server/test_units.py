@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference_server import search_pipeline, write_pipeline
-from reference_server.embedding import HashingEmbedder, keyword_score
-from reference_server.profiles import PROFILES, get_profile
-from reference_server.ratelimit import parse_rate
+from reference_server.governance.profiles import PROFILES, get_profile
+from reference_server.governance.ratelimit import parse_rate
+from reference_server.pipeline import search as search_pipeline
+from reference_server.pipeline import write as write_pipeline
+from reference_server.pipeline.embedding import HashingEmbedder, keyword_score
 
 
 def test_embedder_is_deterministic_and_overlap_ranks_higher() -> None:

@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper())
 
     from fleetprobe.backends.app import AdapterState, create_app
-    from reference_server.auth import KeyRegistry
-    from reference_server.embedding import HashingEmbedder
+    from reference_server.governance.auth import KeyRegistry
+    from reference_server.pipeline.embedding import HashingEmbedder
     from reference_server.storage import SqliteStorage
 
     storage = SqliteStorage(data_dir / "adapter-keys.db", HashingEmbedder().dim)

@@ -22,12 +22,22 @@ from fastapi import APIRouter, Body, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from fleetprobe.client import NOT_SUPPORTED_CODE
-from reference_server.auth import Caller, KeyRegistry, caller_from
-from reference_server.errors import ApiError, EnvelopeResponse, envelope, install_error_handlers
-from reference_server.routes_admin import new_tenant
-from reference_server.schemas import MemoryCreate, ProvisionRequest, SearchRequest, TenantCreate
-from reference_server.serialize import memory_detail, memory_out
+from reference_server.api.routes_admin import new_tenant
+from reference_server.governance.auth import Caller, KeyRegistry, caller_from
 from reference_server.storage import AgentRow, SqliteStorage
+from reference_server.wire.errors import (
+    ApiError,
+    EnvelopeResponse,
+    envelope,
+    install_error_handlers,
+)
+from reference_server.wire.schemas import (
+    MemoryCreate,
+    ProvisionRequest,
+    SearchRequest,
+    TenantCreate,
+)
+from reference_server.wire.serialize import memory_detail, memory_out
 
 from . import netguard
 from .base import Backend, Identity, NotSupported, SearchScope, StoredMemory

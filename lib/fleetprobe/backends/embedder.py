@@ -8,7 +8,7 @@ module of its own so the CrewAI adapter does not import LangChain (about 1.4 s o
 
 from __future__ import annotations
 
-from reference_server.embedding import HashingEmbedder
+from reference_server.pipeline.embedding import HashingEmbedder
 
 DIM = 384
 _EMBEDDER = HashingEmbedder(DIM)

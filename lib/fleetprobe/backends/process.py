@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from reference_server.process import ReferenceServer
+from reference_server.launch.process import ReferenceServer
 
 # Importing a backend (crewai most of all) takes seconds on a busy 2-core machine.
 STARTUP_TIMEOUT_S = 240.0

@@ -1,0 +1,1 @@
+"""The HTTP face (top layer): the app factory, the per-process state, the routes."""

@@ -1,0 +1,2 @@
+"""Who may do what (above storage): the scope predicate (Inv-Scope), credentials, behaviour
+profiles, rate limits."""
