@@ -5,12 +5,8 @@ bundled reference server or a live MemClaw-compatible endpoint.
     run_dir = run_experiment("provenance", load_params("params/smoke/provenance.yaml"))
 """
 
-from fleetprobe.runner import (
-    ParamsError,
-    arun_experiment,
-    load_params,
-    run_experiment,
-)
+from fleetprobe.run import arun_experiment, run_experiment
+from fleetprobe.runner import ParamsError, load_params
 from fleetprobe.targets import TargetError
 
 __all__ = [

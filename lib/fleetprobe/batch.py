@@ -35,13 +35,8 @@ from pathlib import Path
 
 import yaml
 
-from fleetprobe.runner import (
-    ParamsError,
-    get_experiment,
-    load_params,
-    parse_params,
-    registered_experiments,
-)
+from fleetprobe.run import get_experiment, registered_experiments
+from fleetprobe.runner import ParamsError, load_params, parse_params
 
 ENV_JOBS = "JOBS"
 

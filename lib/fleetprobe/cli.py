@@ -19,7 +19,8 @@ from pathlib import Path
 
 from fleetprobe import reproduction
 from fleetprobe.batch import default_jobs, read_plan, run_batch
-from fleetprobe.runner import ParamsError, load_params, run_experiment
+from fleetprobe.run import run_experiment
+from fleetprobe.runner import ParamsError, load_params
 from fleetprobe.targets import TargetError
 
 EXIT_USAGE = 2

@@ -152,7 +152,7 @@ def short_error(status: int, body: Any) -> str:
     return f"{status} {message}"[:ERROR_MAX_CHARS]
 
 
-# Set by the first Ctrl-C of a run in the main thread (`runner.run_experiment`): from then on
+# Set by the first Ctrl-C of a run in the main thread (`run.run_experiment`): from then on
 # every request raises, so a run stops even if a library's cancel scope absorbed the
 # cancellation that Ctrl-C sent (seen once on a loaded machine: a run went on to complete).
 INTERRUPTED = threading.Event()

@@ -177,7 +177,8 @@ def _execute(experiment: str, params_file: str, settings: list[str],
     """One run (in a worker process, or this thread): its run directory, or RunFailed."""
     import traceback
 
-    from fleetprobe.runner import describe_failure, load_params, run_experiment
+    from fleetprobe.run import run_experiment
+    from fleetprobe.runner import describe_failure, load_params
 
     os.environ.update(env or {})
     try:
@@ -188,7 +189,7 @@ def _execute(experiment: str, params_file: str, settings: list[str],
 
 # What a worker process needs imported before it forks: the harness, the experiments and the
 # per-run summary's analysis stack, so no run pays Python's start-up and imports again.
-WORKER_PRELOAD = ["fleetprobe.runner", "fleetprobe.experiments", "fleetprobe.analysis.summary"]
+WORKER_PRELOAD = ["fleetprobe.run", "fleetprobe.experiments", "fleetprobe.analysis.summary"]
 
 
 class WorkerProcesses:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from fleetprobe.backends.process import BackendServer
-from fleetprobe.runner import run_experiment
+from fleetprobe.run import run_experiment
 from fleetprobe.targets import ENV_SHARED_SERVERS, TargetParams
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,8 @@ import pytest
 from fleetprobe.backends import BACKENDS
 from fleetprobe.backends.process import BackendServer
 from fleetprobe.client import NOT_SUPPORTED_CODE
-from fleetprobe.runner import load_params, run_experiment
+from fleetprobe.run import run_experiment
+from fleetprobe.runner import load_params
 
 from .conftest import PACKAGE, ROOT, need, run_on
 

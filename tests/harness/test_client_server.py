@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from fleetprobe.client import Credential, MemClawClient, RetryPolicy
-from fleetprobe.runner import TargetUnavailable, UnexpectedShape, arun_experiment
+from fleetprobe.run import arun_experiment
+from fleetprobe.runner import TargetUnavailable, UnexpectedShape
 from fleetprobe.targets import Target, TargetError, preflight
 
 FAST_RETRY = RetryPolicy(max_attempts=4, backoff_base_s=0.05, backoff_max_s=0.5)

@@ -10,7 +10,8 @@ import pytest
 from fleetprobe.client import Credential, Result, RetryPolicy, short_error
 from fleetprobe.experiments.provenance import ProvenanceParams, grade_chain, make_plan
 from fleetprobe.pacing import Pacer
-from fleetprobe.runner import ParamsError, apply_override, get_experiment, parse_params
+from fleetprobe.run import get_experiment
+from fleetprobe.runner import ParamsError, apply_override, parse_params
 from fleetprobe.targets import TargetError, TargetParams, live_target
 from fleetprobe.trace import SecretLeakError, Trace, phase_fields
 

@@ -19,7 +19,8 @@ from fleetprobe.experiments.leakage import (
     search_body,
     search_returned,
 )
-from fleetprobe.runner import ParamsError, get_experiment, parse_params
+from fleetprobe.run import get_experiment
+from fleetprobe.runner import ParamsError, parse_params
 
 PAPER: dict[str, Any] = {"fleets": 4, "agents_per_fleet": 6}
 

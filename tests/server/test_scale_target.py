@@ -34,7 +34,8 @@ def judgements(run_dir: Path) -> Counter:
 
 
 def test_scale_params_validate() -> None:
-    from fleetprobe.runner import get_experiment, parse_params
+    from fleetprobe.run import get_experiment
+    from fleetprobe.runner import parse_params
 
     for name in ("leakage", "propagation"):
         params = load_params(REPO / f"params/scale10x/{name}.yaml")
