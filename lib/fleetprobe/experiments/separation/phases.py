@@ -1,213 +1,34 @@
-"""Separation experiment: storage-level versus prompt-level separation (Vera, Lex, Axis).
-
-One tenant, three agents: Vera (sales; reads `fleet-sales` + `fleet-org-shared`), Lex
-(legal; `fleet-legal` + `fleet-org-shared`) and Axis (admin; all three, home
-`fleet-org-shared`, trust 2). A seeded population of N accounts, each of one kind:
-
-- `conflict`: Vera's deal and call notes, Lex's GDPR hold, Axis's org-shared profile;
-- `cleared`:  Vera's deal and call notes, Lex's clearance, Axis's profile;
-- `hold_only`: Lex's GDPR hold and nothing else.
-
-Every record is written by the agent owning its domain, names the account, and talks about
-the same deal, contract and DPA, so a flat store's ranking has every chance to mix domains.
-Sales deals and legal records carry a triple on the account (`commercial_progression`
-proceed / halt), the structure the server's insights route reads.
-
-Measured, without a language model, from what the server returned:
-
-1. contamination: each of Vera's and Lex's recall and search queries about an account, at
-   several `top_k`: returned records whose `fleet_id` lies outside the agent's authorised
-   set (what would enter the model's context);
-2. absence: on hold-only accounts, whether Vera's result says anything about the account
-   ("no record in authorized partitions" is all an empty answer means);
-3. Axis's fan-out: one recall over all three fleets versus three labelled per-fleet calls,
-   for conflict accounts: can Axis name both parties with the right fleet from the response
-   fields alone (and from the recall summary text alone);
-4. reserved types: client writes of `insight`, `outcome`, `rule` refused with MemClaw's
-   envelope (422 `INVALID_ARGUMENTS`) naming the server-side route;
-5. insights: Axis runs `POST /insights/generate` (focus `contradictions`); Vera and Lex read
-   the insights by id and by search, and try to read the other domain's underlying records;
-6. graph reach: searches naming an account with `diagnostic: true`; rows the server says
-   its entity-graph expansion reached, and whether any lies outside the caller's partitions.
-
-Observations are recorded as they happen; the checkers judge them from the recorded events
-(and the recorded writes as ground truth of which record lives where), never from the plan.
-"""
+"""Separation: the one scenario phase (agent keys, entities, records, then every probe),
+recording what the server returned as it happens."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
-
-from pydantic import Field, field_validator
+from typing import Any
 
 from fleetprobe.client import Credential, body_field
-from fleetprobe.plans import rng, salted, scoped
-from fleetprobe.runner import (
-    Checker,
-    Experiment,
-    ExperimentParams,
-    Phase,
-    RunContext,
-    register,
+from fleetprobe.plans import salted, scoped
+from fleetprobe.runner import RunContext
+
+from .check import written_by_id
+from .plan import (
+    AGENT,
+    AGENTS,
+    ENDPOINT_MISSING,
+    FANOUT_QUERY,
+    GRAPH_QUERY,
+    INSIGHT_QUERY,
+    LEGAL,
+    ORG,
+    PREDICATE,
+    QUERIES,
+    RECORD_OBJECT,
+    RECORD_WRITER,
+    RESERVED_TYPES,
+    SALES,
+    Account,
 )
-
-SALES, LEGAL, ORG = "fleet-sales", "fleet-legal", "fleet-org-shared"
-RESERVED_TYPES = ("insight", "outcome", "rule")
-# The server-side route MemClaw's refusal names for each reserved type (tool or REST path).
-ROUTE_NAMES = {"insight": ("memclaw_insights", "/insights/generate"),
-               "outcome": ("memclaw_evolve", "/evolve"), "rule": ("memclaw_evolve", "/evolve")}
-ENDPOINT_MISSING = frozenset({404, 405, 501})
-NO_RECORD = "no record in authorized partitions"
-HOLD_VISIBLE = "hold visible"
-OTHER_RECORD = "authorized record about the account"
-PREDICATE = "commercial_progression"
-
-
-@dataclass(frozen=True)
-class AgentSpec:
-    name: str  # plan-level agent id; scoped(name, nonce) on the wire
-    role: str
-    home: str
-    authorized: tuple[str, ...]
-    trust: int
-
-
-AGENTS = (
-    AgentSpec("vera", "sales", SALES, (SALES, ORG), 1),
-    AgentSpec("lex", "legal", LEGAL, (LEGAL, ORG), 1),
-    AgentSpec("axis", "admin", ORG, (SALES, LEGAL, ORG), 2),
-)
-AGENT = {a.name: a for a in AGENTS}
-DOMAIN_OF_FLEET = {SALES: "sales", LEGAL: "legal", ORG: "org"}
-
-_PREFIXES = ("Acme", "Borealis", "Cinder", "Dunmore", "Everly", "Fairhaven", "Glenrock",
-             "Hollis", "Ironvale", "Jasper", "Kingsley", "Larkspur", "Marlowe", "Northwind",
-             "Oakridge", "Prescott", "Quillon", "Ravensworth", "Stonebridge", "Thornbury",
-             "Underhill", "Valemont", "Westbrook", "Yarrow", "Zenith")
-_SUFFIXES = ("Corp", "Industries", "Logistics", "Health", "Systems", "Partners", "Foods",
-             "Energy")
-MAX_ACCOUNTS = len(_PREFIXES) * len(_SUFFIXES)
-# 20 accounts: 8 conflict, 7 cleared, 5 hold-only (40/35/25 %), shuffled per seed.
-_KIND_PATTERN = ("conflict",) * 8 + ("cleared",) * 7 + ("hold_only",) * 5
-_STAGES = ("late", "negotiation", "proposal", "verbal-commit")
-_CLOSES = ("next week", "this month", "end of quarter", "in two weeks")
-_PRODUCTS = ("analytics", "payments", "fleet tracking", "data platform", "support desk")
-
-TEMPLATES = {
-    "deal": "{name} deal status: {stage} stage at ${amount}k, close date {close}; the {name} "
-            "contract is with procurement.",
-    "call": "{name} call notes: the champion confirmed budget for the {product} rollout; "
-            "{name} wants the contract and DPA paperwork before close.",
-    "hold": "{name} legal status: GDPR hold, the DPA expired {dpa}; no commercial progression "
-            "on the {name} deal or contract until a renewed DPA is signed.",
-    "clearance": "{name} legal status: cleared, the DPA was renewed {dpa}; commercial "
-                 "progression on the {name} deal and contract may continue.",
-    "note": "{name} account profile: enterprise account, {years}-year relationship; deal, "
-            "contract and DPA questions for {name} go to the account team.",
-}
-RECORD_WRITER = {"deal": "vera", "call": "vera", "hold": "lex", "clearance": "lex",
-                 "note": "axis"}
-RECORD_OBJECT = {"deal": "proceed", "hold": "halt", "clearance": "proceed"}
-KIND_RECORDS = {"conflict": ("deal", "call", "hold", "note"),
-                "cleared": ("deal", "call", "clearance", "note"),
-                "hold_only": ("hold",)}
-QUERIES = {  # (agent, op) -> query template
-    ("vera", "recall"): "{name} deal status",
-    ("vera", "search"): "{name} contract and DPA",
-    ("lex", "recall"): "{name} legal status",
-    ("lex", "search"): "{name} DPA and contract",
-}
-FANOUT_QUERY = "{name} deal and legal status"
-GRAPH_QUERY = "{name} compliance status"
-INSIGHT_QUERY = "{name} conflict insight"
-
-
-class SeparationParams(ExperimentParams):
-    accounts: int = Field(100, ge=1, le=MAX_ACCOUNTS)
-    top_k: list[int] = Field(default_factory=lambda: [1, 5, 20])
-    fanout_top_k: list[int] = Field(default_factory=lambda: [2, 5])
-    graph_top_k: int = Field(10, ge=1, le=20)
-    insight_top_k: int = Field(5, ge=1, le=20)
-    settle_s: float = Field(0.5, ge=0, description="wait between the writes and the reads")
-
-    @field_validator("top_k", "fanout_top_k")
-    @classmethod
-    def _valid_top_k(cls, value: list[int]) -> list[int]:
-        if not value or any(not 1 <= k <= 20 for k in value) or len(set(value)) != len(value):
-            raise ValueError("top_k must be a non-empty list of distinct values in 1..20")
-        return sorted(value)
-
-
-@dataclass(frozen=True)
-class Account:
-    index: int
-    name: str
-    kind: Literal["conflict", "cleared", "hold_only"]
-    details: tuple[tuple[str, str], ...]
-
-    @property
-    def record_kinds(self) -> tuple[str, ...]:
-        return KIND_RECORDS[self.kind]
-
-    def content(self, record_kind: str) -> str:
-        return TEMPLATES[record_kind].format(name=self.name, **dict(self.details))
-
-
-@dataclass(frozen=True)
-class SeparationPlan:
-    accounts: tuple[Account, ...]
-    top_k: tuple[int, ...]
-
-    def of_kind(self, *kinds: str) -> list[Account]:
-        return [a for a in self.accounts if a.kind in kinds]
-
-
-def account_name(index: int) -> str:
-    return f"{_PREFIXES[index % len(_PREFIXES)]} {_SUFFIXES[index // len(_PREFIXES)]}"
-
-
-def make_plan(params: SeparationParams) -> SeparationPlan:
-    kinds = rng(params.seed, "separation:kinds")
-    draws = rng(params.seed, "separation:details")
-    accounts = []
-    pattern: list[str] = []
-    for index in range(params.accounts):
-        if not pattern:
-            pattern = list(_KIND_PATTERN)
-            kinds.shuffle(pattern)
-        details = (("stage", draws.choice(_STAGES)), ("amount", str(draws.randint(20, 400))),
-                   ("close", draws.choice(_CLOSES)), ("product", draws.choice(_PRODUCTS)),
-                   ("dpa", f"2026-{draws.randint(1, 12):02d}-{draws.randint(1, 28):02d}"),
-                   ("years", str(draws.randint(1, 9))))
-        accounts.append(Account(index, account_name(index), pattern.pop(), details))
-    return SeparationPlan(tuple(accounts), tuple(params.top_k))
-
-
-def planned_counts(plan: SeparationPlan, fanout_ks: Sequence[int]) -> dict[str, int]:
-    n = len(plan.accounts)
-    conflicts = len(plan.of_kind("conflict"))
-    writes = sum(len(a.record_kinds) for a in plan.accounts)
-    probes = n * len(QUERIES) * len(plan.top_k)
-    return {
-        "agent": len(AGENTS), "entity": n + 1, "write": writes, "probe": probes,
-        "fanout": conflicts * 4 * len(fanout_ks), "reserved": len(AGENTS) * len(RESERVED_TYPES),
-        "insight_generate": 1, "graph_probe": 2 * n,
-        # one insight per conflict account, if the server finds them all: Vera and Lex each
-        # read it by id and by search and try the other domain's record by id
-        "insight_read": conflicts * 2 * 3, "insight_access": conflicts * 2 * 3,
-        "contamination": probes, "absence": len(plan.of_kind("hold_only")) * 2 * len(plan.top_k),
-        "attribution": conflicts * 2 * len(fanout_ks),
-        "reserved_check": len(AGENTS) * len(RESERVED_TYPES),
-        "graph_reach": 2 * n,
-    }
-
-
-# -- observation helpers -----------------------------------------------------------------
 
 
 def compact_items(body: Any, key: str) -> list[dict[str, Any]]:
@@ -229,12 +50,6 @@ def compact_items(body: Any, key: str) -> list[dict[str, Any]]:
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def _loads(value: Any) -> Any:
-    if value is None:
-        return []
-    return json.loads(value) if isinstance(value, str) else value
 
 
 class Run:
@@ -436,7 +251,7 @@ async def insight_reads(run: Run, insights: list[dict[str, Any]]) -> None:
     """Vera and Lex read each insight (by id and by search) and try, by id, the related
     records outside their own partitions."""
     ctx = run.ctx
-    written = _written_by_id(ctx.events("write"))
+    written = written_by_id(ctx.events("write"))
     calls = []
     for finding in insights:
         related = [written[m] for m in finding["related_memory_ids"] if m in written]
@@ -496,228 +311,3 @@ async def _graph(run: Run, reader: str, account: Account) -> None:
                account_kind=account.kind, top_k=ctx.params.graph_top_k,
                authorized=_json(run.authorized(reader)),
                items=_json(compact_items(result.body, "items")) if result.ok else None)
-
-
-# -- checkers: pure functions of recorded events -----------------------------------------
-
-
-def _written_by_id(writes: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """memory_id -> what the write recorded (account, domain, fleet as stored), admitted only."""
-    out = {}
-    for w in writes:
-        if w.get("status") == 201 and w.get("memory_id"):
-            stored = w.get("stored_fleet_id") or w.get("fleet_id")
-            plan_fleet = next((f for f in (SALES, LEGAL, ORG)
-                               if stored and stored.endswith(f)), None)
-            out[w["memory_id"]] = {**w, "stored": stored, "plan_fleet": plan_fleet}
-    return out
-
-
-def judge_items(items: Sequence[dict[str, Any]], authorized: Sequence[str]
-                ) -> dict[str, int]:
-    """Counts over one response: returned, restricted (a partition outside `authorized`),
-    unpartitioned (no fleet at all: MemClaw's predicate lets those through by design)."""
-    allowed = set(authorized)
-    restricted = sum(1 for i in items if i.get("fleet_id") and i["fleet_id"] not in allowed)
-    unpartitioned = sum(1 for i in items if not i.get("fleet_id"))
-    return {"n_returned": len(items), "n_restricted": restricted,
-            "n_unpartitioned": unpartitioned}
-
-
-def judge_contamination(probe: dict[str, Any]) -> dict[str, Any]:
-    """One query's judgement; unanswered queries stay unjudged (contaminated null)."""
-    base = {k: probe.get(k) for k in ("agent", "account", "account_kind", "op_kind", "top_k")}
-    if probe.get("items") is None:
-        return base | {"n_returned": None, "n_restricted": None, "n_unpartitioned": None,
-                       "contaminated": None}
-    counts = judge_items(_loads(probe["items"]), _loads(probe["authorized"]))
-    return base | counts | {"contaminated": counts["n_restricted"] > 0}
-
-
-def judge_absence(probe: dict[str, Any], written: dict[str, dict[str, Any]]
-                  ) -> dict[str, Any]:
-    """Vera on a hold-only account: does her answer hold anything about the account?"""
-    base = {k: probe.get(k) for k in ("agent", "account", "op_kind", "top_k")}
-    if probe.get("items") is None:
-        return base | {"n_about_account": None, "hold_returned": None, "absence_verdict": None}
-    allowed = set(_loads(probe["authorized"]))
-    about = [i for i in _loads(probe["items"])
-             if _account_of(i, written) == probe["account"]]
-    hold = any(written.get(i["id"], {}).get("record_kind") == "hold" for i in about)
-    authorized_about = [i for i in about if i.get("fleet_id") in allowed]
-    verdict = HOLD_VISIBLE if hold else (OTHER_RECORD if authorized_about else NO_RECORD)
-    return base | {"n_about_account": len(about), "hold_returned": hold,
-                   "absence_verdict": verdict}
-
-
-def _account_of(item: dict[str, Any], written: dict[str, dict[str, Any]]) -> str | None:
-    if item.get("id") in written:
-        return written[item["id"]]["account"]
-    return item.get("account")
-
-
-def judge_attribution(calls: Sequence[dict[str, Any]], parties: dict[str, str],
-                      mode: str, contents: dict[str, str] | None = None) -> dict[str, Any]:
-    """Can Axis name each party (memory id -> its true fleet, from the write) with the right
-    fleet from what the calls returned? Blended: from each item's `fleet_id`. Per-fleet: from
-    the call's own label. Summary: from the summary text alone (the call's label, or a fleet
-    id the text itself names). `misattributed`: appearances given a wrong fleet."""
-    answered = [c for c in calls if c.get("items") is not None]
-    if not calls or len(answered) < len(calls):
-        return {"sales_named": None, "legal_named": None, "both_named": None,
-                "misattributed": None, "both_named_summary": None}
-    contents = contents or {}
-    named = dict.fromkeys(parties, False)
-    named_summary = dict.fromkeys(parties, False)
-    wrong = 0
-    for call in answered:
-        label = call.get("fleet_label") if mode == "per_fleet" else None
-        summary = call.get("summary") or ""
-        for item in _loads(call["items"]):
-            true_fleet = parties.get(item.get("id"))
-            if true_fleet is None:
-                continue
-            claimed = label if mode == "per_fleet" else item.get("fleet_id")
-            if claimed == true_fleet:
-                named[item["id"]] = True
-            else:
-                wrong += 1
-        for memory_id, true_fleet in parties.items():
-            given = label if mode == "per_fleet" else (true_fleet if true_fleet in summary
-                                                        else None)
-            if summary_names(summary, contents.get(memory_id), given, true_fleet):
-                named_summary[memory_id] = True
-    domain_of = {m: DOMAIN_OF_FLEET.get(_plan_fleet(f)) for m, f in parties.items()}
-
-    def all_named(flags: dict[str, bool], domain: str) -> bool:
-        wanted = [m for m, d in domain_of.items() if d == domain]
-        return bool(wanted) and all(flags[m] for m in wanted)
-
-    sales, legal = all_named(named, "sales"), all_named(named, "legal")
-    return {"sales_named": sales, "legal_named": legal, "both_named": sales and legal,
-            "misattributed": wrong,
-            "both_named_summary": all_named(named_summary, "sales")
-            and all_named(named_summary, "legal")}
-
-
-def summary_names(summary: str, content: str | None, given: str | None,
-                  true_fleet: str) -> bool:
-    """The summary carries the party (its first clause) and the fleet it is given is right."""
-    if not content or given is None:
-        return False
-    first = content.split(";")[0].split(". ")[0].strip()
-    return bool(first) and first in summary and given == true_fleet
-
-
-def _plan_fleet(fleet: str | None) -> str | None:
-    return next((f for f in (SALES, LEGAL, ORG) if fleet and fleet.endswith(f)), None)
-
-
-def judge_reserved(event: dict[str, Any]) -> dict[str, Any]:
-    status, code, message = event.get("status"), event.get("error_code"), event.get(
-        "error_message") or ""
-    answered = status is not None and status < 500 and status != 429
-    names = ROUTE_NAMES[event["memory_type"]]
-    return {"agent": event["agent"], "memory_type": event["memory_type"],
-            "refused": (status == 422) if answered else None,
-            "envelope_ok": (status == 422 and code == "INVALID_ARGUMENTS") if answered
-            else None,
-            "names_route": any(n in message for n in names) if answered else None,
-            "stored": (status == 201) if answered else None}
-
-
-def judge_insight_read(event: dict[str, Any]) -> dict[str, Any]:
-    items = _loads(event.get("items")) if event.get("items") is not None else None
-    readable = None if items is None or event.get("status") is None or (
-        event["status"] >= 500 or event["status"] == 429) else any(
-        i.get("id") == event["memory_id"] for i in items)
-    return {k: event.get(k) for k in ("agent", "target", "axis", "insight_id", "memory_id",
-                                      "account", "domain")} | {
-        "readable": readable,
-        "in_org_shared": _plan_fleet(event.get("stored_fleet_id")) == ORG
-        if event.get("target") == "insight" and event.get("stored_fleet_id") else None}
-
-
-def judge_graph(event: dict[str, Any], written: dict[str, dict[str, Any]],
-                insight_ids: dict[str, str]) -> dict[str, Any]:
-    """Rows the server reports as reached by its entity graph: how many, how many outside
-    the caller's partitions, whether Axis's insight on the account was among them."""
-    base = {k: event.get(k) for k in ("agent", "account", "account_kind")}
-    if event.get("items") is None:
-        return base | {"observable": None, "n_graph": None, "n_graph_restricted": None,
-                       "insight_reached": None, "restricted_reached": None}
-    items = _loads(event["items"])
-    allowed = set(_loads(event["authorized"]))
-    observable = any(i.get("path") is not None for i in items) if items else None
-    graph = [i for i in items if i.get("path") == "graph"]
-    restricted = [i for i in graph if i.get("fleet_id") and i["fleet_id"] not in allowed]
-    return base | {
-        "observable": observable, "n_graph": len(graph), "n_graph_restricted": len(restricted),
-        "insight_reached": any(insight_ids.get(i.get("id")) == event["account"] for i in graph),
-        "restricted_reached": bool(restricted)}
-
-
-def check_contamination(ctx: RunContext) -> None:
-    written = _written_by_id(ctx.events("write"))
-    for probe in ctx.events("probe"):
-        ctx.record("contamination", **judge_contamination(probe))
-    for probe in ctx.events("probe"):
-        if probe["agent"] == "vera" and probe["account_kind"] == "hold_only":
-            ctx.record("absence", **judge_absence(probe, written))
-
-
-def check_attribution(ctx: RunContext) -> None:
-    written = _written_by_id(ctx.events("write"))
-    by_account: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    for call in ctx.events("fanout"):
-        by_account[(call["account"], call["top_k"])].append(call)
-    contents = {m: w.get("content") for m, w in written.items()}
-    for (account, top_k), calls in sorted(by_account.items()):
-        parties = {m: w["stored"] for m, w in written.items()
-                   if w["account"] == account and w["record_kind"] in ("deal", "hold")}
-        for mode in ("blended", "per_fleet"):
-            chosen = [c for c in calls if c["mode"] == mode]
-            ctx.record("attribution", account=account, mode=mode, top_k=top_k,
-                       **judge_attribution(chosen, parties, mode, contents))
-
-
-def check_reserved(ctx: RunContext) -> None:
-    for event in ctx.events("reserved"):
-        ctx.record("reserved_check", **judge_reserved(event))
-
-
-def check_insights(ctx: RunContext) -> None:
-    for event in ctx.events("insight_read"):
-        ctx.record("insight_access", **judge_insight_read(event))
-
-
-def check_graph(ctx: RunContext) -> None:
-    written = _written_by_id(ctx.events("write"))
-    insight_account: dict[str, str] = {}
-    for gen in ctx.events("insight_generate"):
-        for finding in _loads(gen.get("findings")):
-            related = [written[m] for m in finding.get("related_memory_ids", [])
-                       if m in written]
-            if finding.get("insight_memory_id") and related:
-                insight_account[finding["insight_memory_id"]] = related[0]["account"]
-    for event in ctx.events("graph_probe"):
-        ctx.record("graph_reach", **judge_graph(event, written, insight_account))
-
-
-@register
-class Separation(Experiment):
-    name = "separation"
-    Params = SeparationParams
-
-    def make_plan(self, params: SeparationParams) -> SeparationPlan:
-        return make_plan(params)
-
-    def planned_counts(self, plan: SeparationPlan, params: SeparationParams) -> dict[str, int]:
-        return planned_counts(plan, params.fanout_top_k)
-
-    def phases(self) -> list[Phase]:
-        return [scenario]
-
-    def checkers(self) -> list[Checker]:
-        return [check_contamination, check_attribution, check_reserved, check_insights,
-                check_graph]
