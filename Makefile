@@ -24,7 +24,7 @@ NOTEBOOK    := $(PY) -m fleetprobe.notebooks
 PIP         := PYTHONWARNINGS=ignore $(PY) -m pip -q
 export MPLBACKEND := Agg
 
-.PHONY: help setup test test-slow lint reproduce reproduce-fast report notebooks promote server lab \
+.PHONY: help setup test test-slow lint contracts reproduce reproduce-fast report notebooks promote server lab \
         batch benchmarks nbval lock docker-build docker-test clean server-pg test-pg scale10x \
         $(EXPERIMENTS:%=run-%)
 
@@ -36,7 +36,8 @@ help:
 	@echo "make report          tables, figures, REPRODUCTION.md from data/traces (no server)"
 	@echo "make notebooks       the executed experiment notebooks from data/traces"
 	@echo "make promote R=DIR   make a reproduction the committed canonical runs, then rebuild"
-	@echo "make test            lint + the test suite (starts the reference server itself)"
+	@echo "make test            lint + import contracts + the test suite (starts the reference"
+	@echo "                     server itself)"
 	@echo "make test-slow       what make test leaves out for speed: profile sweeps, the full"
 	@echo "                     fuzz budget, every experiment notebook on fresh smoke runs"
 	@echo "make nbval           committed executed notebooks == what the committed traces give"
@@ -72,7 +73,12 @@ lock:
 lint: $(STAMP)
 	$(PY) -m ruff check lib reference_server tests benchmarks
 
-test: lint
+# The import contracts in .importlinter: each layer of reference_server and of fleetprobe uses
+# only those below it, and no package has an import cycle (lazy imports included).
+contracts: $(STAMP)
+	$(VENV)/bin/lint-imports --no-cache
+
+test: lint contracts
 	$(PY) -m pytest -q -m "not slow" $(XDIST)
 
 # The checks `make test` leaves out for speed (profile sweeps, the fuzz's full budget, every
