@@ -81,7 +81,7 @@ class TargetParams(BaseModel):
     # reference only (scale runs): the server's storage, `sqlite` (a file) or `postgres` (a
     # fresh database on an embedded PostgreSQL + pgvector: the `pg` extra), and background
     # memories written into the run's tenant through the storage layer before the run
-    # (reference_server/background.py), so the run meets a production-sized store
+    # (reference_server/pipeline/background.py), so the run meets a production-sized store
     storage: Literal["sqlite", "postgres"] = "sqlite"
     background_memories: int = Field(0, ge=0)
     vector_search: Literal["exact", "hnsw"] = "exact"  # postgres: exact ranking or HNSW

@@ -37,8 +37,8 @@ class ServerConfig:
     admin_key: str
     latency_model: bool = False
     embedding_dim: int = 384
-    auth_mode: str = "gateway"  # gateway | gate | headers (auth.py)
-    embedder: str = "hashing"  # hashing | minilm (embedding.py)
+    auth_mode: str = "gateway"  # gateway | gate | headers (governance/auth.py)
+    embedder: str = "hashing"  # hashing | minilm (pipeline/embedding.py)
     gate_key: str | None = None
     vector_search: str = "exact"  # PostgreSQL only: exact or hnsw
 

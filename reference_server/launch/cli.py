@@ -4,8 +4,8 @@ Env: `REFSERVER_ADMIN_KEY` (admin key), `REFSERVER_TENANT_ID` (default `default`
 `REFSERVER_TENANT_KEY` (its key). A key not given by env is generated and printed once to
 stderr; keys given by env are never printed or logged.
 
-`--auth` picks the credential shape (auth.py): `gateway` (default; tenant and agent keys),
-`gate` (a shared gate key read from the variable `--gate-key-env` names, default
+`--auth` picks the credential shape (governance/auth.py): `gateway` (default; tenant and agent
+keys), `gate` (a shared gate key read from the variable `--gate-key-env` names, default
 `REFSERVER_GATE_KEY`, plus `X-Tenant-ID` and a client-asserted `X-Agent-ID`, like a
 self-hosted MemClaw with `MEMCLAW_API_KEY`) or `headers` (no key at all).
 """

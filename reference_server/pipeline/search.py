@@ -116,7 +116,7 @@ def score_candidates(ctx: SearchContext) -> None:
 
 
 def filter_visible(ctx: SearchContext) -> None:
-    """Rules 4-7 (Inv-Scope, in `scope.py`) plus the `valid_at` hard filter. The store is
+    """Rules 4-7 (Inv-Scope, in `governance/scope.py`) plus the `valid_at` hard filter. The store is
     handed the filter so it can apply it in its query (PostgreSQL: in the SQL, as MemClaw
     does); every row it returns is still judged here by the Python rule."""
     visible = SearchFilter(ctx.profile, ctx.scope, iso(ctx.request.valid_at))

@@ -2,8 +2,8 @@
 row scope x prober relation (incl. trust) x read path x profile, plus redistribute.
 
 The expected outcome is an oracle written here from WIRE.md 4.3/4.4 and SEARCH-LEAK.md
-section 5, independently of `reference_server/scope.py`, and every outcome is observed over
-HTTP against the real server.
+section 5, independently of `reference_server/governance/scope.py`, and every outcome is
+observed over HTTP against the real server.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The insights route (focus contradictions, deterministic) and the search's entity-graph
-expansion, both under the scope predicate of `scope.py`."""
+expansion, both under the scope predicate of `reference_server/governance/scope.py`."""
 
 from __future__ import annotations
 

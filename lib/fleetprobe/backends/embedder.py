@@ -1,5 +1,5 @@
-"""The kit's deterministic embedder (reference_server/embedding.py) in the shapes the backends
-take, plus the error a refused LLM call raises: the adapters run with no LLM at all.
+"""The kit's deterministic embedder (reference_server/pipeline/embedding.py) in the shapes the
+backends take, plus the error a refused LLM call raises: the adapters run with no LLM at all.
 
 CrewAI takes a plain callable (`embed_texts`). LangGraph's store index and mem0's `langchain`
 embedder provider take a LangChain `Embeddings` (`langchain_shims.KitEmbeddings`), kept in a
