@@ -46,8 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "up":
             limits = {name: getattr(args, name) for name in DEFAULT_RATE_LIMITS}
             state = up(args.src, args.auth, limits, log=_err)
-            print(json.dumps({**state.manifest(), "logs": state.logs}, indent=2) if args.json
-                  else describe(state))
+            print(json.dumps(_local(state), indent=2) if args.json else describe(state))
             return 0
         if args.command == "down":
             stopped = down(args.src)
@@ -59,8 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         found = status(args.src)
         if args.json:
-            print(json.dumps([{**s.manifest(), "logs": s.logs, "health": h} for s, h in found],
-                             indent=2))
+            print(json.dumps([{**_local(s), "health": h} for s, h in found], indent=2))
         for state, health in ([] if args.json else found):
             print(describe(state, health))
         if not found and not args.json:
@@ -86,6 +84,12 @@ def describe(state: EngineState, health: dict | None = None) -> str:
     if state.start_s is not None:
         lines.append(f"  started in        {state.start_s} s ({state.started_at})")
     return "\n".join(lines)
+
+
+def _local(state: EngineState) -> dict:
+    """The manifest's view plus what only matters on this machine: pids, logs, folders."""
+    return {**state.manifest(), "pids": state.pids, "logs": state.logs, "home": state.home,
+            "pg_data": state.pg_data}
 
 
 def _err(message: str) -> None:
