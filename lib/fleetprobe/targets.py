@@ -30,10 +30,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -179,6 +178,8 @@ class Target:
         if self.server is None or not hasattr(self.server, "create_tenant"):
             return None
         tenant_id, raw_key = self.server.create_tenant()
+        if self.kind == "engine":  # asserted identity: the same credential shape, another id
+            return replace(self.tenant, tenant_id=tenant_id)
         self.secrets = self.secrets | {raw_key}
         return Credential(kind="tenant", tenant_id=tenant_id, key=raw_key)
     storage: str | None = None  # reference: sqlite / postgres
@@ -337,10 +338,10 @@ def engine_target(params: TargetParams) -> Iterator[Target]:
         except EngineError as exc:
             raise TargetError(str(exc)) from exc
         state = engine.state
-        tenant_id = f"fp-{uuid.uuid4().hex[:12]}"
+        tenant_id, _ = engine.create_tenant()
         cred = Credential(kind=params.auth, tenant_id=tenant_id, key=engine.gate_key)
         yield Target(
-            kind="engine", base_url=state.base_url, tenant=cred,
+            kind="engine", base_url=state.base_url, tenant=cred, server=engine,
             secrets=frozenset({engine.gate_key} if engine.gate_key else ()),
             label_requested=params.label or f"engine {state.version} @ {state.commit[:7]}",
             details={"engine": {**state.manifest(), "shared": engine.shared}})

@@ -13,6 +13,7 @@ import os
 import secrets
 import shutil
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -120,6 +121,12 @@ class RunEngine:
     state: EngineState
     gate_key: str | None
     shared: bool  # the user's `engine up` instance, left running after the run
+
+    @staticmethod
+    def create_tenant() -> tuple[str, str]:
+        """A fresh tenant: under asserted identity (headers, gate) a tenant exists as soon as a
+        request names it, so a new id is all it takes; there is no tenant key ("")."""
+        return f"fp-{uuid.uuid4().hex[:12]}", ""
 
 
 @contextmanager
