@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(_local(state), indent=2) if args.json else describe(state))
             return 0
         if args.command == "down":
-            stopped = down(args.src)
+            stopped = down(args.src, log=_err)
             for state in stopped:
                 print(f"engine {state.version} @ {state.commit[:7]}: stopped "
                       f"(logs kept in {state.home}/logs)")
@@ -76,6 +76,8 @@ def describe(state: EngineState, health: dict | None = None) -> str:
             s for s, code in health["answers"].items() if code != 200]
         head += ": up" if health["up"] else f": DOWN ({', '.join(sorted(set(down_parts)))})"
     lines = [f"{head}  (auth: {state.auth}; base URL {state.base_url})"]
+    if state.owner_pid:
+        lines.append(f"  a run's own instance (process {state.owner_pid}); stopped when it ends")
     lines += [f"  {s:<17} {state.url(s)}  pid {state.pids.get(s)}  log {state.logs.get(s)}"
               for s in state.ports]
     lines.append(f"  PostgreSQL        {state.pg_data}")

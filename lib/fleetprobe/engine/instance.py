@@ -24,6 +24,7 @@ from fleetprobe.engine.errors import EngineError
 from fleetprobe.engine.services import (
     DEFAULT_RATE_LIMITS,
     EngineState,
+    alive,
     health,
     read_state,
     start_engine,
@@ -74,15 +75,22 @@ def up(src: str | os.PathLike | None, auth: str = "headers",
         return start_engine(build, run_dir, auth, _gate_key(auth, required=True), limits)
 
 
-def down(src: str | os.PathLike | None) -> list[EngineState]:
-    """Stop the instances of `src` (of every commit in the cache when no source is given)."""
+def down(src: str | os.PathLike | None, log: Log = print) -> list[EngineState]:
+    """Stop the instances of `src` (of every commit in the cache when no source is given):
+    the `engine up` one, and private ones whose run is gone (a run in progress keeps its own,
+    and stops it itself)."""
     stopped = []
     for run_dir in _run_dirs(src):
         with locked(run_dir.parent / ".run.lock"):
             state = read_state(run_dir)
-            if state is not None:
-                _stop(run_dir, state)
-                stopped.append(state)
+            if state is None:
+                continue
+            if state.owner_pid and state.owner_pid != os.getpid() and alive(state.owner_pid):
+                log(f"engine: left running {state.base_url}: it belongs to the run in process "
+                    f"{state.owner_pid}, which stops it when it ends")
+                continue
+            _stop(run_dir, state)
+            stopped.append(state)
     return stopped
 
 
@@ -147,7 +155,7 @@ def engine_for_run(src: str | os.PathLike | None, auth: str = "headers",
     instances = commit_home(source) / "instances"
     run_dir = instances / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
     _prune(instances)
-    state = start_engine(build, run_dir, auth, gate_key, limits)
+    state = start_engine(build, run_dir, auth, gate_key, limits, owner_pid=os.getpid())
     try:
         yield RunEngine(state, gate_key, shared=False)
     finally:

@@ -74,6 +74,7 @@ class EngineState:
     pg_data: str | None = None
     started_at: str | None = None
     start_s: float | None = None
+    owner_pid: int | None = None  # a run's private instance: the run's process
 
     @property
     def base_url(self) -> str:
@@ -102,8 +103,8 @@ def startup_timeout_s() -> float:
 
 
 def start_engine(build: EngineBuild, run_dir: Path, auth: str = "headers",
-                 gate_key: str | None = None,
-                 rate_limits: dict[str, str] | None = None) -> EngineState:
+                 gate_key: str | None = None, rate_limits: dict[str, str] | None = None,
+                 owner_pid: int | None = None) -> EngineState:
     """PostgreSQL, core-storage-api, core-api; state.json written once all answer. On any
     failure everything started so far is stopped and the error names the log to read."""
     if auth not in ("headers", "gate"):
@@ -117,7 +118,7 @@ def start_engine(build: EngineBuild, run_dir: Path, auth: str = "headers",
         commit=build.source.commit, version=build.source.version, source=str(build.source.path),
         auth=auth, rate_limits={**DEFAULT_RATE_LIMITS, **(rate_limits or {})},
         python=build.info.get("python_version", "?"), home=str(run_dir),
-        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), owner_pid=owner_pid)
     try:
         pg_data, database_url = start_postgres()
         state.pg_data = str(pg_data)
