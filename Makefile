@@ -244,7 +244,8 @@ engine: $(PG_STAMP)
 	$(PY) -m fleetprobe engine $(ENGINE_CMD) $(if $(ENGINE_SRC),--src $(ENGINE_SRC))
 
 # Starts the engine from ENGINE_SRC (cold build on a fresh machine), checks status and
-# version, runs leakage against it through the CLI, stops it. Not part of `make test`.
+# version, runs leakage against it through the CLI, stops it (and any instance of the same
+# commit you started with `make engine`). Not part of `make test`.
 test-engine: $(PG_STAMP)
 	$(if $(ENGINE_SRC),FLEETPROBE_ENGINE_SRC=$(abspath $(ENGINE_SRC))) \
-	    $(PY) -m pytest -q -p no:nbval -p no:cacheprovider -m engine tests/engine
+	    $(PY) -m pytest -q -s -p no:nbval -p no:cacheprovider -m engine tests/engine
