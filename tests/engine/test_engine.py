@@ -74,10 +74,11 @@ def process_alive(pid: int) -> bool:
         return False
 
 
-def leakage_run(tmp_path: Path, src: str) -> dict[str, Any]:
+def leakage_run(tmp_path: Path, src: str, *settings: str,
+                env: dict[str, str] | None = None) -> dict[str, Any]:
     started = time.monotonic()
     out = fleetprobe("run", "leakage", "--params", "params/engine/leakage.yaml",
-                     "--set", f"traces_root={tmp_path}", src=src)
+                     "--set", f"traces_root={tmp_path}", *settings, src=src, env=env)
     run_dir = Path(out.stdout.strip().splitlines()[-1])
     manifest = json.loads((run_dir / "manifest.json").read_text())
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
@@ -85,7 +86,8 @@ def leakage_run(tmp_path: Path, src: str) -> dict[str, Any]:
     return {"manifest": manifest, "events": events, "run_dir": run_dir}
 
 
-def check_leakage(run: dict[str, Any], commit: str, shared: bool) -> None:
+def check_leakage(run: dict[str, Any], commit: str, shared: bool,
+                  auth: str = "headers") -> None:
     manifest, events = run["manifest"], run["events"]
     assert manifest["complete"] is True, manifest["incomplete_reason"]
     assert manifest["skipped"] == []
@@ -98,7 +100,7 @@ def check_leakage(run: dict[str, Any], commit: str, shared: bool) -> None:
     assert target["engine"]["version"] == "2.29.0"
     assert target["engine"]["rate_limits"]["search"] == "1000/second"
     assert target["engine"]["shared"] is shared
-    assert target["auth"] == "headers"
+    assert target["auth"] == auth and target["engine"]["auth"] == auth
     # the engine answered the run's requests: writes created, searches and GETs answered
     writes = [e for e in events if e["phase"] == "write"]
     probes = [e for e in events if e["phase"] == "probe"]
@@ -153,7 +155,8 @@ def test_run_starts_and_stops_its_own_engine(engine_src: str, tmp_path: Path) ->
 
 def test_gate_key_required_and_never_written(engine_src: str, tmp_path: Path) -> None:
     """`--auth gate`: the engine refuses requests without the gate key from MEMCLAW_API_KEY,
-    accepts them with it, and the key is in no file the kit wrote."""
+    accepts them with it; a `target.auth: gate` run speaks through it; and the key is in no
+    file the kit wrote (engine state, logs, the run's trace)."""
     key = "fp-test-gate-" + os.urandom(8).hex()
     fleetprobe("engine", "down", src=engine_src)
     up = fleetprobe("engine", "up", "--auth", "gate", "--json", src=engine_src,
@@ -164,9 +167,13 @@ def test_gate_key_required_and_never_written(engine_src: str, tmp_path: Path) ->
         tenant = {"X-Tenant-ID": "fp-gate-test"}
         assert httpx.get(api, headers=tenant).status_code in (401, 403)
         assert httpx.get(api, headers={**tenant, "X-API-Key": key}).status_code == 200
-        home = Path(state["home"])
-        written = [p for p in home.rglob("*") if p.is_file()]
-        assert written and not any(key in p.read_text(errors="replace") for p in written)
+        run = leakage_run(tmp_path, engine_src, "--set", "target.auth=gate",
+                          env={"MEMCLAW_API_KEY": key})
+        check_leakage(run, state["commit"], shared=True, auth="gate")
+        written = [p for folder in (Path(state["home"]), run["run_dir"])
+                   for p in folder.rglob("*") if p.is_file()]
+        assert len(written) > 3
+        assert not any(key in p.read_text(errors="replace") for p in written)
         assert key not in up.stdout
     finally:
         fleetprobe("engine", "down", src=engine_src)

@@ -1,7 +1,8 @@
 """Which engine source a user gave: a checkout of caura-ai/caura or a `git archive` tarball of
 it, its commit and its version, and the source tree the services run from.
 
-A checkout is run in place (never written to); an archive is extracted once into the cache.
+A checkout is run in place (Python writes only its bytecode caches there, which the engine's
+.gitignore ignores); an archive is extracted once into the cache.
 """
 
 from __future__ import annotations
