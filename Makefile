@@ -49,6 +49,9 @@ help:
 	@echo "make server-pg       reference server on an embedded PostgreSQL + pgvector (.pgdata/)"
 	@echo "make test-pg         the server tests and the storage conformance suite on PostgreSQL"
 	@echo "make test-browser    reports/index.html in headless Chromium (installs chromium, playwright)"
+	@echo "make engine          MemClaw's open-source engine on loopback (ENGINE_SRC=checkout|archive,"
+	@echo "                     ENGINE_CMD=up|status|down); docs/engine.md"
+	@echo "make test-engine     the engine tier: starts the engine, runs leakage against it"
 
 # Installs exactly the versions in the lock (with hashes), then the kit itself without deps.
 $(STAMP): pyproject.toml $(LOCK)
@@ -79,7 +82,7 @@ contracts: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 
 test: lint contracts
-	$(PY) -m pytest -q -m "not slow" $(XDIST)
+	$(PY) -m pytest -q -m "not slow and not engine" $(XDIST)
 
 # The checks `make test` leaves out for speed (profile sweeps, the fuzz's full budget, every
 # experiment notebook on fresh smoke runs); CI runs them right after `make test`.
@@ -235,3 +238,20 @@ test-pg: $(PG_STAMP)
 # Leakage and propagation at 10x the paper's population on PostgreSQL (long: see params).
 scale10x: $(PG_STAMP)
 	$(PY) -m fleetprobe batch params/scale10x/plan.yaml
+
+# --- #21: MemClaw's open-source engine as a target (lib/fleetprobe/engine, docs/engine.md) ----
+# ENGINE_SRC: a caura-ai/caura checkout at b65ecbe or its source archive; default
+# FLEETPROBE_ENGINE_SRC, else the archive in ../shared/engines when present. Built once into
+# ~/.cache/fleetprobe/engine/<commit>/ (needs a Python >= 3.12 on the machine).
+ENGINE_SRC ?= $(or $(FLEETPROBE_ENGINE_SRC),$(firstword $(wildcard ../shared/engines/caura-*.tar.gz)))
+ENGINE_CMD ?= up
+.PHONY: engine test-engine
+engine: $(PG_STAMP)
+	$(PY) -m fleetprobe engine $(ENGINE_CMD) $(if $(ENGINE_SRC),--src $(ENGINE_SRC))
+
+# Starts the engine from ENGINE_SRC (cold build on a fresh machine), checks status and
+# version, runs leakage against it through the CLI, stops it (and any instance of the same
+# commit you started with `make engine`). Not part of `make test`.
+test-engine: $(PG_STAMP)
+	$(if $(ENGINE_SRC),FLEETPROBE_ENGINE_SRC=$(abspath $(ENGINE_SRC))) \
+	    $(PY) -m pytest -q -s -p no:nbval -p no:cacheprovider -m engine tests/engine

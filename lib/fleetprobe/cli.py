@@ -5,7 +5,8 @@ do `RUN=$(python -m fleetprobe run provenance --params params/smoke/provenance.y
 `batch PLAN` runs every (experiment, profile) a plan file lists, in parallel processes.
 `reproduce PLAN` does so into a reproduction directory of its own (resumable) and rebuilds the
 report from it; `promote DIR` makes a complete reproduction the committed canonical runs.
-`report` belongs to the analysis package (`fleetprobe.analysis.report.main`).
+`report` belongs to the analysis package (`fleetprobe.analysis.report.main`); `engine up|down|
+status` to the engine package (`fleetprobe.engine.cli`, docs/engine.md).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="promote a --fast reproduction (not the paper's rate limits)")
     commands.add_parser("report", help="tables and figures from existing traces",
                         add_help=False)
+    commands.add_parser("engine", help="MemClaw's open-source engine on loopback: up, down, "
+                        "status (docs/engine.md)", add_help=False)
     return parser
 
 
@@ -72,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["report"]:
         return _report(argv[1:])
+    if argv[:1] == ["engine"]:
+        from fleetprobe.engine.cli import main as engine_main
+
+        return engine_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="fleetprobe: %(message)s")
     try:

@@ -4,6 +4,10 @@
 creates a fresh tenant for the run, stops the server afterwards.
 `backend`: starts the adapter of another memory system (`target.backend`: langgraph, mem0,
 crewai; `lib/fleetprobe/backends`, docs/backends.md) the same way, with a fresh tenant.
+`engine`: MemClaw's open-source engine, built and started by the kit from a checkout or
+source archive (`target.engine_src` or FLEETPROBE_ENGINE_SRC; `lib/fleetprobe/engine`,
+docs/engine.md): the instance `fleetprobe engine up` started when it matches, else a private
+one stopped after the run; a fresh tenant id per run, identity by headers (or a gate key).
 `live`: base URL, key and tenant from the environment (`MEMCLAW_API_URL`, `MEMCLAW_API_KEY`,
 `MEMCLAW_TENANT_ID`), never from a file. The harness has no delete call at all, so a live
 run cannot remove data it did not write.
@@ -27,8 +31,8 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -62,14 +66,17 @@ class TargetParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["reference", "live", "backend"] = "reference"
+    kind: Literal["reference", "live", "backend", "engine"] = "reference"
     # reference only (the bundled server's profile); None = DEFAULT_PROFILE for `reference`;
     # a batch plan names backends as profiles (`backend-mem0`)
     profile: str | None = None
     # backend only: which memory system, and which of its stores (langgraph: memory | sqlite)
     backend: Literal["langgraph", "mem0", "crewai"] | None = None
     backend_store: str | None = None
-    # reference only: passed to `python -m reference_server` (e.g. "10/second")
+    # engine only: the engine's source (a checkout or .tar.gz); None = FLEETPROBE_ENGINE_SRC
+    engine_src: str | None = None
+    # reference and engine: the server's rate limits (e.g. "10/second"); for the engine
+    # RATE_LIMIT_WRITE / _SEARCH / _WRITE_BULK, raised by default (fleetprobe.engine.services)
     write_rate: str | None = None
     search_rate: str | None = None
     bulk_rate: str | None = None
@@ -90,10 +97,15 @@ class TargetParams(BaseModel):
 
     @model_validator(mode="after")
     def _profile_for_reference_only(self) -> TargetParams:
-        if self.kind == "live" and self.embedder is not None:
+        if self.kind in ("live", "engine") and self.embedder is not None:
             raise ValueError("embedder selects the bundled server's embedder; a live "
                              "endpoint embeds as it is configured")
-        if self.kind == "live":
+        if self.kind == "engine":
+            if "auth" not in self.model_fields_set:
+                self.auth = "headers"  # the engine has no gateway keys: headers by default
+            if self.auth == "key":
+                raise ValueError("the engine has no gateway keys: target.auth headers or gate")
+        if self.kind in ("live", "engine"):
             # a profile selects the bundled server's behaviour: a params file written for it
             # can be pointed at a live endpoint (`--set target.kind=live`) without it reaching
             # the manifest; a live target's name in the report is target.label
@@ -147,6 +159,7 @@ class Target:
     info: dict[str, Any] = field(default_factory=dict)
     server: Any = None  # the ReferenceServer when kind == "reference"
     label_requested: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)  # kind-specific manifest fields
 
     @property
     def label(self) -> str:
@@ -165,6 +178,8 @@ class Target:
         if self.server is None or not hasattr(self.server, "create_tenant"):
             return None
         tenant_id, raw_key = self.server.create_tenant()
+        if self.kind == "engine":  # asserted identity: the same credential shape, another id
+            return replace(self.tenant, tenant_id=tenant_id)
         self.secrets = self.secrets | {raw_key}
         return Credential(kind="tenant", tenant_id=tenant_id, key=raw_key)
     storage: str | None = None  # reference: sqlite / postgres
@@ -191,6 +206,7 @@ class Target:
                if self.kind == "backend" else {}),
             **({"storage": self.storage, "background_memories": self.background_memories}
                if self.storage else {}),
+            **self.details,
         }
 
 
@@ -205,6 +221,9 @@ def open_target(params: TargetParams) -> Iterator[Target]:
             yield target
     elif params.kind == "backend":
         with backend_target(params) as target:
+            yield target
+    elif params.kind == "engine":
+        with engine_target(params) as target:
             yield target
     else:
         yield live_target(params)
@@ -303,6 +322,29 @@ def backend_target(params: TargetParams) -> Iterator[Target]:
         yield target_for_server(server, f"backend-{backend}", kind="backend")
     finally:
         server.close()
+
+
+@contextmanager
+def engine_target(params: TargetParams) -> Iterator[Target]:
+    """MemClaw's engine (fleetprobe.engine.instance.engine_for_run), a fresh tenant id."""
+    from fleetprobe.engine import EngineError, engine_for_run
+
+    rates = {"write": params.write_rate, "search": params.search_rate,
+             "write_bulk": params.bulk_rate}
+    with ExitStack() as stack:
+        try:
+            engine = stack.enter_context(engine_for_run(
+                params.engine_src, params.auth, {k: v for k, v in rates.items() if v}))
+        except EngineError as exc:
+            raise TargetError(str(exc)) from exc
+        state = engine.state
+        tenant_id, _ = engine.create_tenant()
+        cred = Credential(kind=params.auth, tenant_id=tenant_id, key=engine.gate_key)
+        yield Target(
+            kind="engine", base_url=state.base_url, tenant=cred, server=engine,
+            secrets=frozenset({engine.gate_key} if engine.gate_key else ()),
+            label_requested=params.label or f"engine {state.version} @ {state.commit[:7]}",
+            details={"engine": {**state.manifest(), "shared": engine.shared}})
 
 
 def _backend_of_profile(profile: str | None) -> str | None:
