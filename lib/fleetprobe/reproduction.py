@@ -188,7 +188,7 @@ def _execute(experiment: str, params_file: str, settings: list[str],
 
 # What a worker process needs imported before it forks: the harness, the experiments and the
 # per-run summary's analysis stack, so no run pays Python's start-up and imports again.
-WORKER_PRELOAD = ["fleetprobe.runner", "fleetprobe.experiments", "fleetprobe.analysis.summary"]
+WORKER_PRELOAD = ["fleetprobe.runner", "fleetprobe.experiments", "fleetprobe.analysis.base.summary"]
 
 
 class WorkerProcesses:
