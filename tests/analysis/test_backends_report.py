@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleetprobe.analysis import report
-from fleetprobe.analysis.backends_report import NO_RUNS, backends_table
-from fleetprobe.analysis.results import Results
+from fleetprobe.analysis.base.results import Results
+from fleetprobe.analysis.sections.backends import NO_RUNS, backends_table
 
 from .fixtures.builders import write_run
 

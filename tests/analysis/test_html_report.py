@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from fleetprobe.analysis import html_report, report, sql_views
+from fleetprobe.analysis import html_report, report
+from fleetprobe.analysis.base import sql_views
 
 
 @pytest.fixture()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from fleetprobe.analysis import report
-from fleetprobe.analysis.figures import FIGURES
+
+FIGURES = ("fig2_leakage_envelope", "fig3_search_latency", "fig4_hop_latency",
+           "fig5_visibility", "fig6_window", "fig7_write_latency")
 
 TABLES = ("table2", "table3", "reprobe", "profiles", "search_leak_hypothesis",
           "contradiction_admission", "redistribute", "ablation_pacing", "ablation_contradiction")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fleetprobe.analysis import report
-from fleetprobe.analysis.results import load_paper_values
+from fleetprobe.analysis.base.results import load_paper_values
 
 REPO = Path(__file__).resolve().parents[2]
 TRACES = REPO / "data" / "traces"

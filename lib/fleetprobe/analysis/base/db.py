@@ -109,8 +109,16 @@ def write_database(traces_root: Path, path: Path) -> None:
 
 
 def open_database(path: Path) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(str(path), read_only=True)
-    con.execute("SET enable_progress_bar = false")
+    return _quiet(duckdb.connect(str(path), read_only=True))
+
+
+def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """No progress bar on stderr: the report's output is its files. (In a notebook kernel
+    DuckDB refuses to change the setting without ipywidgets, and prints no bar there.)"""
+    try:
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.Error:
+        pass
     return con
 
 
@@ -121,7 +129,7 @@ def load_into(con: duckdb.DuckDBPyConnection, traces_root: Path,
     manifests = [read_manifest(d) for d in dirs]
     with_events = [d for d, m in zip(dirs, manifests, strict=True)
                    if experiments is None or m.get("experiment") in experiments]
-    con.execute("SET enable_progress_bar = false")  # the report's output is its files
+    _quiet(con)
     _load_events(con, [events_file(d) for d in with_events])
     _load_runs(con, manifests)
     con.execute(METRICS_SQL.read_text())

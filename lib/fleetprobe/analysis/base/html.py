@@ -85,7 +85,10 @@ def table_file(name: str, out_dir: Path, note: str) -> _File | None:
     path = _find(name, out_dir, "tables", (".csv",))
     if path is None:
         return None
-    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    try:
+        frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    except pd.errors.EmptyDataError:  # an empty table is written as a bare newline
+        frame = pd.DataFrame()
     return _File(path.stem, path.stem.replace("_", " "), frame, note)
 
 
