@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from fleetprobe.analysis.base.stats import fmt_rate, rate  # noqa: E402
 from fleetprobe.analysis.base.tables import Table, write_table  # noqa: E402
 from fleetprobe.policy import PATHS  # noqa: E402
 
-KEY, TITLE = "backends", "Backends: LangGraph store, mem0, CrewAI Memory"
+KEY, TITLE = "backends", "Backends"
 EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation", "matrix")
 
 BACKEND_PREFIX = "backend-"
@@ -339,8 +340,10 @@ def build(context: Context) -> SectionOutput:
     out_dir = Path(context.out_dir)
     results = context.results(EXPERIMENTS)
     try:
-        table = backends_table(results, context.traces_root)
-        matrix = matrix_paths_table(results)
+        table = replace(backends_table(results, context.traces_root),
+                        views=("backend_metric_counts", "backend_matrix_counts",
+                               "backend_not_applicable"))
+        matrix = replace(matrix_paths_table(results), views=("backend_matrix_paths",))
         paths = write_table(table, out_dir / "tables") + write_table(matrix, out_dir / "tables")
         figure_paths, figure_note = backends_figure(results, out_dir / "figures", table)
         repro = out_dir / "backends_repro.md"
@@ -354,7 +357,7 @@ def build(context: Context) -> SectionOutput:
         notes.append(f"backends figure: {figure_note}")
     figures = {"backends_leakage": FigureOutput(
         "backends_leakage", "Leakage by target (canonical runs)", figure_paths,
-        note=figure_note)}
+        note=figure_note, views=("backend_metric_counts",))}
     output = SectionOutput(
         KEY, TITLE,
         "The same experiments behind the wire adapter against other memory systems, each "

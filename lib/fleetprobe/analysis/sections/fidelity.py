@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish
 
-KEY, TITLE = "fidelity", "Fidelity: profile memclaw-2.29 against the engine"
+KEY, TITLE = "fidelity", "Fidelity (engine)"
 NOT_YET = ("Not measured yet: no engine runs are in the traces and no comparison is built "
            "(issue 21 adds the `engine` target and this section's cell-by-cell comparison).")
 

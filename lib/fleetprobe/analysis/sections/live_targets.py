@@ -20,7 +20,7 @@ from fleetprobe.analysis.base.claims import judge
 from fleetprobe.analysis.base.labels import LIVE_LATENCY_FACTOR, judged_labels, label_claims
 from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
 
-KEY, TITLE = "live_targets", "Live and other target labels"
+KEY, TITLE = "live_targets", "Other targets"
 EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation")
 
 LATENCY_RULE = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -481,7 +481,7 @@ def build(context: Context) -> SectionOutput:
     runs = tuple(section.summary.run_id) if not section.summary.empty else ()
     tables = {name: found for name in TABLES
               if (found := table_file(name, out_dir, "")) is not None}
-    figures = {"matrix_heatmap": found} if (
+    figures = {"matrix_heatmap": replace(found, views=("matrix_cells",))} if (
         found := figure_file("matrix_heatmap", out_dir, "")) is not None else {}
     output = SectionOutput(
         KEY, TITLE,

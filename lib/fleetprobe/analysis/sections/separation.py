@@ -12,7 +12,7 @@ most accounts, else the latest run.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import matplotlib
@@ -26,7 +26,7 @@ from fleetprobe.analysis.base.html import figure_file, table_file  # noqa: E402
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
 from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate  # noqa: E402
 
-KEY, TITLE = "separation", "Separation (Vera, Lex, Axis)"
+KEY, TITLE = "separation", "Separation"
 EXPERIMENTS = ("separation",)
 
 NAME = "separation"
@@ -225,8 +225,8 @@ def build(context: Context) -> SectionOutput:
         results.con.close()
     tables = {TABLE: found} if (found := table_file(TABLE, context.out_dir, " ".join(
         section.statements))) is not None else {}
-    figures = {FIGURE: found} if (found := figure_file(FIGURE, context.out_dir,
-                                                       section.caption)) is not None else {}
+    figures = {FIGURE: replace(found, views=("separation_contamination",))} if (
+        found := figure_file(FIGURE, context.out_dir, section.caption)) is not None else {}
     output = SectionOutput(
         KEY, TITLE,
         "Not a claim of the paper: how often restricted records enter Vera's (sales) and "

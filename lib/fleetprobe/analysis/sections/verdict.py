@@ -24,7 +24,7 @@ from fleetprobe.analysis.base.results import ABLATION, PROFILES, Results
 from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
 from fleetprobe.analysis.base.tables import Table, empty_note, write_table
 
-KEY, TITLE = "verdict", "Table 2 and the verdict"
+KEY, TITLE = "verdict", "Table 2"
 EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation")
 TABLE2_EXCLUDED_PREFIXES = ("table3_", "reprobe_")
 
