@@ -19,6 +19,8 @@ TEST_JOBS   ?= auto
 # about 1.5 s in each pytest process (the xdist controller and every worker).
 XDIST        = -p no:nbval $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope)
 EXPERIMENTS := leakage contradiction provenance propagation
+# every experiment notebook executed into reports/ (make notebooks) and checked (make nbval)
+NOTEBOOKS   := $(EXPERIMENTS) matrix separation faults
 NOTEBOOK    := $(PY) -m fleetprobe.notebooks
 # quiet installs: no pip progress, no setuptools editable-install banner
 PIP         := PYTHONWARNINGS=ignore $(PY) -m pip -q
@@ -119,7 +121,7 @@ batch: $(STAMP)
 # (volatile output masked by .ci/nbval-sanitize.cfg).
 nbval: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider --nbval --nbval-sanitize-with .ci/nbval-sanitize.cfg \
-	    $(EXPERIMENTS:%=reports/%.ipynb) reports/report.ipynb
+	    $(NOTEBOOKS:%=reports/%.ipynb) reports/report.ipynb
 
 server: $(STAMP)
 	@echo "API docs: http://127.0.0.1:$(PORT)/api/docs"
@@ -205,7 +207,7 @@ backends-smoke: $(BACKENDS_STAMP)
 # --- #9: governance matrix ------------------------------------------------------------------
 # Beyond the paper: its notebook on $(PARAMS)/matrix.yaml for one
 # profile (PROFILE=hardened make run-matrix); the plan for every profile is params/extended.yaml.
-.PHONY: run-matrix bench-matrix
+.PHONY: run-matrix bench-matrix bench-report
 run-matrix: $(STAMP)
 	@mkdir -p reports
 	$(NOTEBOOK) notebooks/matrix.ipynb reports/matrix.ipynb -p params_file $(PARAMS)/matrix.yaml \
@@ -213,6 +215,10 @@ run-matrix: $(STAMP)
 
 bench-matrix: $(STAMP)
 	$(PY) benchmarks/bench_matrix.py
+
+# `make report` timed several times (median, with the machine's load average beside it)
+bench-report: $(STAMP)
+	$(PY) benchmarks/bench_report.py
 
 # Runs beyond the paper's (matrix, faults): one reproduction of params/extended.yaml into
 # data/reproductions/; `make promote R=...` makes it the committed evidence of that plan.

@@ -189,7 +189,7 @@ def _execute(experiment: str, params_file: str, settings: list[str],
 
 # What a worker process needs imported before it forks: the harness, the experiments and the
 # per-run summary's analysis stack, so no run pays Python's start-up and imports again.
-WORKER_PRELOAD = ["fleetprobe.run", "fleetprobe.experiments", "fleetprobe.analysis.summary"]
+WORKER_PRELOAD = ["fleetprobe.run", "fleetprobe.experiments", "fleetprobe.analysis.base.summary"]
 
 
 class WorkerProcesses:
@@ -435,8 +435,34 @@ def canonical_notebooks(traces: Path = CANONICAL, out_dir: Path = Path("reports"
     index = json.loads(index_path.read_text()) if index_path.is_file() else {"plans": {}}
     shown = {experiment: traces / run_id for plan in index["plans"].values()
              for experiment, run_id in (plan.get("notebooks") or {}).items()}
+    # every experiment notebook is executed: one no plan names a run for shows the
+    # committed run of the state the paper measured (else the latest complete run)
+    for source in sorted(Path("notebooks").glob("*.ipynb")):
+        if source.stem != "report" and source.stem not in shown:
+            run = notebook_run(traces, source.stem)
+            if run is not None:
+                shown[source.stem] = run
     bad = execute_notebooks(shown, traces, out_dir, default_jobs(fast=True))
     return 1 if bad else 0
+
+
+PAPER_STATE = "memclaw-2026-05-30"
+
+
+def notebook_run(traces: Path, experiment: str) -> Path | None:
+    """The committed run an experiment's notebook shows when no plan names one: the latest
+    complete run under the paper-state profile, else the latest complete run; None when the
+    experiment has no complete run."""
+    candidates = []
+    for manifest_path in sorted(traces.glob("*/manifest.json")):
+        manifest = json.loads(manifest_path.read_text())
+        if manifest.get("experiment") != experiment or not manifest.get("complete"):
+            continue
+        target = manifest.get("target") or {}
+        paper_state = (target.get("label") or target.get("server_profile")) == PAPER_STATE
+        candidates.append((paper_state, manifest.get("started_at") or "",
+                           manifest_path.parent.name, manifest_path.parent))
+    return max(candidates)[-1] if candidates else None
 
 
 def reproduce(plan_path: str | Path, *, fast: bool = False, fresh: bool = False,

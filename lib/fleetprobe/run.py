@@ -177,8 +177,8 @@ async def _interruptible(coro: Awaitable[Path]) -> Path:
 def write_summary(run_dir: Path) -> Path | None:
     """summary.csv via the analysis package (owned by the analysis engineer)."""
     try:
-        from fleetprobe.analysis.summary import write_summary as analysis_write_summary
+        from fleetprobe.analysis.base.summary import write_summary as analysis_write_summary
     except ImportError as exc:
-        log.warning("summary.csv not written: fleetprobe.analysis.summary unavailable (%s)", exc)
+        log.warning("summary.csv not written: the analysis package is unavailable (%s)", exc)
         return None
     return analysis_write_summary(run_dir)

@@ -18,6 +18,6 @@ def fixture_traces(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict
 
 @pytest.fixture(scope="session")
 def results(fixture_traces):
-    from fleetprobe.analysis.results import Results
+    from fleetprobe.analysis.base.results import Results
 
     return Results.load(fixture_traces[0])

@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleetprobe.analysis import ablations, report, verdict
-from fleetprobe.analysis.results import Results
-from fleetprobe.analysis.stats import fmt_rate, rate
+from fleetprobe.analysis import report
+from fleetprobe.analysis.base import claims as verdict
+from fleetprobe.analysis.base.ablation_rows import RunRow
+from fleetprobe.analysis.base.results import Results
+from fleetprobe.analysis.base.stats import fmt_rate, rate
+from fleetprobe.analysis.sections import contradiction, provenance
+from fleetprobe.analysis.sections import verdict as verdict_section
 
 from .fixtures import builders
 
@@ -33,7 +37,7 @@ def built(ablation_traces, tmp_path_factory):
     return report.build(ablation_traces[0], tmp_path_factory.mktemp("ablation_reports"))
 
 
-def by_run(rows: list[ablations.RunRow]) -> dict[str, ablations.RunRow]:
+def by_run(rows: list[RunRow]) -> dict[str, RunRow]:
     return {r.run_id: r for r in rows}
 
 
@@ -71,7 +75,7 @@ def test_an_explicitly_selected_ablation_run_still_wins(ablation_traces):
     selected = Results.load(root, [unthrottled])
     run = selected.canonical_run("provenance", "memclaw-2026-05-30")
     assert (run.run_id, run.basis) == (unthrottled, "selected")
-    roles = {r.run_id: r.role for r in ablations.pacing_rows(selected)}
+    roles = {r.run_id: r.role for r in provenance.pacing_rows(selected)}
     assert roles == {unthrottled: "ablation (selected)",
                      ids["provenance_paced"]: "headline config, not canonical"}
 
@@ -194,8 +198,8 @@ def test_runs_table_names_headline_and_ablation_runs(built, ablation_traces):
 
 
 def test_sections_say_in_one_line_when_the_ablation_runs_are_absent(results):
-    pacing = ablations.pacing_section(ablations.pacing_rows(results))
-    ordering = ablations.pipeline_ordering_section(ablations.contradiction_rows(results))
+    pacing = provenance.pacing_section(provenance.pacing_rows(results))
+    ordering = contradiction.pipeline_ordering_section(contradiction.contradiction_rows(results))
     assert [line for line in pacing[1:] if line] == [
         "_No unthrottled provenance run (`pace_writes_per_s: null`) in the traces; nothing to "
         "compare the paced runs with._"]
@@ -208,8 +212,8 @@ def test_a_value_only_run_without_its_counterpart_says_so(tmp_path):
     builders.write_run(tmp_path, "20260530T134000Z-contradiction-seed7", "contradiction",
                        builders.contradiction(rejected={"near_duplicate": 180}),
                        planned={"write": 400}, params=builders.VALUE_ONLY)
-    rows = ablations.contradiction_rows(Results.load(tmp_path))
-    finding = ablations.pipeline_ordering_section(rows)[-2]
+    rows = contradiction.contradiction_rows(Results.load(tmp_path))
+    finding = contradiction.pipeline_ordering_section(rows)[-2]
     assert finding.endswith("no `proposed` run to compare with.")
 
 
@@ -224,7 +228,7 @@ def test_the_reference_and_live_params_are_headline_runs(experiment, results):
 
 
 def test_runs_section_counts_the_runs_it_leaves_out(results, fixture_traces):
-    lines = verdict.runs_section(results)
+    lines = verdict_section.runs_section(results)
     assert fixture_traces[1]["provenance_small_old"] not in "\n".join(lines)
     # the count follows the runs table (the library versions section comes after it)
     assert sum("1 other run(s) under the traces root" in line for line in lines) == 1

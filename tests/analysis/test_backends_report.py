@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleetprobe.analysis import report
-from fleetprobe.analysis.backends_report import NO_RUNS, backends_table
-from fleetprobe.analysis.results import Results
+from fleetprobe.analysis.base.results import Results
+from fleetprobe.analysis.sections.backends import NO_RUNS, backends_table
 
 from .fixtures.builders import write_run
 
@@ -66,7 +66,8 @@ def test_report_without_backend_runs_says_what_to_run(tmp_path: Path) -> None:
 def test_report_with_backend_runs_writes_table_figure_and_reproduction(tmp_path: Path) -> None:
     _backend_runs(tmp_path / "traces")
     built = report.build(tmp_path / "traces", tmp_path / "out")
-    assert not built["backends"]["table"].empty
+    assert not built["tables"]["backends"].empty
+    assert built["sections"]["backends"].runs
     assert (tmp_path / "out" / "figures" / "backends_leakage.png").is_file()
     repro = (tmp_path / "out" / "backends_repro.md").read_text()
     assert "## mem0: search" in repro and "## mem0: get" in repro

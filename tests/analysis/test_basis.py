@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from fleetprobe.analysis import basis, verdict
+from fleetprobe.analysis.base import basis
+from fleetprobe.analysis.base import claims as verdict
 
 
 def test_every_reproduced_claim_has_a_basis_and_no_other_claim_has_one(results):
@@ -45,14 +46,16 @@ def test_on_the_committed_traces_the_referee_notes_are_there():
 
     import pytest
 
-    from fleetprobe.analysis.results import Results
+    from fleetprobe.analysis.base.results import Results
 
     traces = Path(__file__).resolve().parents[2] / "data" / "traces"
     if not any(traces.glob("*contradiction*/manifest.json")):
         pytest.skip("no committed traces")
     committed = Results.load(traces)
     try:
-        judged = {v.claim_id: v for v in verdict.judge_all(committed)}
+        judged: dict = {}
+        for v in verdict.judge_all(committed):  # the bundled profile a claim names comes first
+            judged.setdefault(v.claim_id, v)
     finally:
         committed.con.close()
     detection = judged["contradiction_detection_all"]

@@ -1,20 +1,12 @@
-"""index.html: one verdict row per claim, every section's tables and figures, and sections
-that report modules register, whether they name build outputs or files they wrote."""
+"""index.html: a summary first, one verdict row per claim, then every registered section with
+its tables and figures, whether they are build outputs or files the section wrote."""
 
 from __future__ import annotations
 
 import re
 
-import pytest
-
-from fleetprobe.analysis import html_report, report, sql_views
-
-
-@pytest.fixture()
-def registered():
-    saved = list(html_report.SECTIONS)
-    yield html_report.register
-    html_report.SECTIONS[:] = saved
+from fleetprobe.analysis import report, sections
+from fleetprobe.analysis.base import html, sql_views
 
 
 def test_page_has_a_row_per_claim_and_every_figure(fixture_traces, tmp_path):
@@ -22,6 +14,9 @@ def test_page_has_a_row_per_claim_and_every_figure(fixture_traces, tmp_path):
     page = built["index"].read_text()
     assert page.count("<tr class='claim'") == len(built["verdicts"])
     for name, figure in built["figures"].items():
+        if not figure.paths:  # e.g. no backend runs in the fixture: the section says so
+            assert figure.note and f"id='fig-{name}'" in page
+            continue
         assert f"src='figures/{name}.png'" in page
         assert figure.caption and "n = " in figure.caption
         assert figure.views and set(figure.views) <= set(sql_views.view_statements())
@@ -32,18 +27,37 @@ def test_page_has_a_row_per_claim_and_every_figure(fixture_traces, tmp_path):
     assert "<details class='sql'>" in page
 
 
-def test_a_registered_section_shows_its_files_and_says_what_is_missing(fixture_traces, tmp_path,
-                                                                      registered):
-    (tmp_path / "tables").mkdir(parents=True)
-    (tmp_path / "tables" / "gap_catalogue.csv").write_text("gap,count\nget_by_id,3\n")
-    registered(html_report.Section(
-        "matrix", "Governance matrix", "Every principal x path x scope.",
-        tables=("gap_catalogue", "not_written"), figures=("matrix_heatmap",),
-        notes=(("gap_catalogue", "Gaps by path."),)))
+def test_the_page_opens_on_a_summary_and_reaches_every_section(fixture_traces, tmp_path):
     built = report.build(fixture_traces[0], tmp_path)
     page = built["index"].read_text()
-    section = page[page.index("<h2 id='matrix'>"):]
-    assert "get_by_id" in section and "Gaps by path." in section
-    assert "not_written: not produced." in section
-    assert "matrix_heatmap: not produced." in section
-    assert "href='#matrix'" in page
+    nav = page[page.index("<nav>"):page.index("</nav>")]
+    assert nav.index("href='#summary'") < nav.index("href='#verdict-table-heading'")
+    for key, section in built["sections"].items():
+        assert f"href='#{key}'" in nav and f"<h2 id='{key}'>" in page, key
+        assert section.html and section.html in page, key
+    assert list(built["sections"]) == list(sections.REGISTRY)
+    summary = page[page.index("<h2 id='summary'>"):page.index("<h2 id='verdict-table-heading'>")]
+    statuses = {v.status for v in built["verdicts"]}
+    for status in statuses:
+        count = sum(v.status == status for v in built["verdicts"])
+        assert f"class='status {status.replace(' ', '-')}'>{count}</td>" in summary
+    differing = [v for v in built["verdicts"] if v.status == "differs"]
+    assert differing and all(f"href='#claim-{v.claim_id}'" in summary for v in differing
+                             if v.profile in built["claim_profiles"])
+    for label in set(built["canonical"].profile):
+        assert f"<h3>{label}</h3>" in summary
+
+
+def test_a_section_shows_its_files_and_says_what_is_missing(tmp_path):
+    (tmp_path / "tables").mkdir(parents=True)
+    (tmp_path / "tables" / "gap_catalogue.csv").write_text("gap,count\nget_by_id,3\n")
+    tables = {"gap_catalogue": html.table_file("gap_catalogue", tmp_path, "Gaps by path.")}
+    body = html.section_body(
+        "Every principal x path x scope.", "9.1", tables, {}, tmp_path, tmp_path / "traces",
+        notebook="matrix.ipynb", views=("matrix_summary",), runs=("run-a",),
+        table_names=("gap_catalogue", "not_written"), figure_names=("matrix_heatmap",))
+    assert "get_by_id" in body and "Gaps by path." in body
+    assert "not_written: not produced." in body
+    assert "matrix_heatmap: not produced." in body
+    assert "matrix.ipynb not executed yet" in body  # no executed notebook in the folder
+    assert "href='traces/run-a/'" in body and "CREATE VIEW matrix_summary" in body

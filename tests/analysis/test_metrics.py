@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from fleetprobe.analysis import db, write_summary
-from fleetprobe.analysis.stats import wilson
+from fleetprobe.analysis import write_summary
+from fleetprobe.analysis.base import db
+from fleetprobe.analysis.base.stats import wilson
 
 from .fixtures import builders
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from fleetprobe.analysis import scale_report
+from fleetprobe.analysis.base.results import Results
 from fleetprobe.analysis.report import build
-from fleetprobe.analysis.results import Results
+from fleetprobe.analysis.sections import scale as scale_report
 
 from .fixtures.builders import PAPER_PLANNED, build_fixture_traces, leakage_bulk, write_run
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from fleetprobe import load_params, run_experiment
-from fleetprobe.analysis import report, separation_report
-from fleetprobe.analysis.results import Results
+from fleetprobe.analysis import report
+from fleetprobe.analysis.base.results import Results
+from fleetprobe.analysis.sections import separation as separation_report
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fleetprobe.analysis import sql_views
-from fleetprobe.analysis.db import METRICS_SQL
-from fleetprobe.analysis.tables import build_tables
+from fleetprobe.analysis import report
+from fleetprobe.analysis.base import sql_views
+from fleetprobe.analysis.base.db import METRICS_SQL
+from fleetprobe.analysis.base.tables import Table
 
 
 def test_every_view_is_read_with_its_statement():
@@ -25,9 +26,10 @@ def test_an_excerpt_puts_the_views_read_from_first():
     assert "not a view of metrics.sql: nope" in sql_views.excerpt(["nope"])
 
 
-def test_every_table_names_views_metrics_sql_defines(results):
+def test_every_table_names_views_metrics_sql_defines(fixture_traces, tmp_path):
     statements = sql_views.view_statements()
-    for table in build_tables(results):
+    tables = report.build(fixture_traces[0], tmp_path, jobs=1)["tables"].values()
+    for table in (t for t in tables if isinstance(t, Table)):
         assert table.views, table.name
         assert set(table.views) <= set(statements), table.name
         assert "CREATE VIEW" in sql_views.details_html(table.views)

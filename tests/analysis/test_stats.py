@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from fleetprobe.analysis.stats import rate, wilson
+from fleetprobe.analysis.base.stats import rate, wilson
 
 PAPER_INTERVALS = [
     (50, 50, (0.929, 1.000)),

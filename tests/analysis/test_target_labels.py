@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fleetprobe.analysis import embedder_report, live_targets, verdict
-from fleetprobe.analysis.results import Results
+from fleetprobe.analysis.base import claims as verdict
+from fleetprobe.analysis.base import labels as target_labels
+from fleetprobe.analysis.base.results import Results
+from fleetprobe.analysis.sections import embedder as embedder_report
+from fleetprobe.analysis.sections import live_targets
 
 from .fixtures.builders import contradiction, write_run
 
@@ -38,7 +41,7 @@ def test_two_live_engines_are_two_labels_each_judged(tmp_path: Path) -> None:
     ids = two_live_engines(tmp_path)
     results = Results.load(tmp_path)
     try:
-        labels = live_targets.judged_labels(results)
+        labels = target_labels.judged_labels(results)
         assert labels == ["live 2.0.0 @ 127.0.0.1:8001", "live 2.29.0 @ 127.0.0.1:8002"]
         judged = verdict.judge_all(results)
         detection = {v.profile: v for v in judged if v.claim_id == "contradiction_detection_all"}
@@ -49,7 +52,7 @@ def test_two_live_engines_are_two_labels_each_judged(tmp_path: Path) -> None:
         assert "unknown" not in set(results.runs.profile)
         latency = {v.profile: v for v in judged if v.claim_id == "contradiction_write_latency"}
         assert latency["memclaw-2026-05-30"].status == verdict.NOT_COMPARABLE
-        page = verdict.render_reproduction(results, judged)
+        page = "\n".join(live_targets.section(results, judged))
         assert "## Target labels judged against the paper" in page
         assert "live 2.0.0 @ 127.0.0.1:8001" in page and "Latency rule" in page
     finally:

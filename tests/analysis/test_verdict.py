@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from fleetprobe.analysis import verdict
-from fleetprobe.analysis.results import Results
+from fleetprobe.analysis.base import claims as verdict
+from fleetprobe.analysis.base.results import Results
+from fleetprobe.analysis.sections import leakage
 
 from .fixtures import builders
 
@@ -40,7 +41,7 @@ def test_search_leak_differs_under_the_documented_variant_and_names_the_others(r
 
 
 def test_search_leak_hypothesis_finds_the_variant(results):
-    table = verdict.search_leak_hypothesis(results)
+    table = leakage.hypothesis_frame(results)
     exact = table[table["gives 72/164 and 4/28"] == "exactly"]
     assert list(zip(exact.variant_write, exact.variant_search, strict=True)) == [
         ("no_fleet", "fleet_ids")]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetprobe.analysis import report
-from fleetprobe.analysis.results import load_paper_values
+from fleetprobe.analysis import report, sections
+from fleetprobe.analysis.base.results import load_paper_values
 
 REPO = Path(__file__).resolve().parents[2]
 TRACES = REPO / "data" / "traces"
@@ -79,6 +79,15 @@ def browser_page(tmp_path_factory):
                     "claims": page.locator("#verdict-table tbody tr.claim").count(),
                     "statuses": page.locator("#verdict-table td.status").all_inner_texts(),
                     "title": page.title(),
+                    # every link of the navigation, and whether its target is on the page
+                    "nav": page.evaluate(
+                        "Array.from(document.querySelectorAll('nav a')).map(a => "
+                        "[a.getAttribute('href').slice(1), "
+                        "!!document.getElementById(a.getAttribute('href').slice(1))])"),
+                    "notebook_links": page.evaluate(
+                        "Array.from(document.querySelectorAll('p.links a'))"
+                        ".map(a => a.getAttribute('href')).filter(h => h.endsWith('.ipynb'))"),
+                    "cards": page.locator("#summary ~ .cards .card").count(),
                 }
                 ARTEFACTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(ARTEFACTS / shot), full_page=True)
@@ -106,6 +115,11 @@ def test_a_fresh_report_renders_in_chromium(browser_page, tmp_path):
     _check(shown, len(built["verdicts"]))
     assert len(shown["images"]) == sum(bool(f.paths) for f in built["figures"].values()) > 0
     assert "paper versus reproduction" in shown["title"]
+    # the page opens on the summary, and its navigation reaches every section
+    assert shown["nav"][0] == ["summary", True]
+    assert all(found for _, found in shown["nav"]), shown["nav"]
+    assert set(sections.REGISTRY) <= {key for key, _ in shown["nav"]}
+    assert shown["cards"] == built["canonical"].profile.nunique() > 0
 
 
 def test_the_page_of_no_runs_renders_too(browser_page, tmp_path):
@@ -126,3 +140,6 @@ def test_the_committed_page_renders_in_chromium(browser_page, tmp_path):
     verdicts = report.build(TRACES, tmp_path / "fresh")["verdicts"]
     _check(shown, len(verdicts))
     assert shown["images"]
+    # each experiment's section links its executed notebook, which is committed beside it
+    expected = {p.name for p in COMMITTED.glob("*.ipynb")} - {"report.ipynb"}
+    assert expected and expected <= set(shown["notebook_links"])

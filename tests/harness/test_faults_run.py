@@ -62,8 +62,8 @@ def test_faults_smoke_run_is_green_on_every_governed_profile(
 
 
 def _faults_frame(traces_root: Path) -> Any:
-    from fleetprobe.analysis.faults_report import faults_frame
-    from fleetprobe.analysis.results import Results
+    from fleetprobe.analysis.base.results import Results
+    from fleetprobe.analysis.sections.faults import faults_frame
 
     results = Results.load(traces_root)
     try:
@@ -73,15 +73,15 @@ def _faults_frame(traces_root: Path) -> Any:
 
 
 def test_faults_table_says_when_there_are_no_runs(tmp_path: Path) -> None:
-    from fleetprobe.analysis.faults_report import NO_RUNS, faults_table, markdown_section
-    from fleetprobe.analysis.results import Results
+    from fleetprobe.analysis.base.results import Results
+    from fleetprobe.analysis.sections.faults import NO_RUNS, faults_table, markdown_section
 
     (tmp_path / "traces").mkdir()
     results = Results.load(tmp_path / "traces")
     try:
         table = faults_table(results)
         assert table.empty and table.note == NO_RUNS
-        assert "No faults runs yet" in markdown_section(results)
+        assert "No faults runs yet" in markdown_section(faults_table(results))
     finally:
         results.con.close()
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from fleetprobe import load_params, run_experiment
-from fleetprobe.analysis import verdict
-from fleetprobe.analysis.results import Results
+from fleetprobe.analysis.base import claims as verdict
+from fleetprobe.analysis.base.results import Results
 from fleetprobe.targets import TargetParams, live_target
 from reference_server.launch.process import ReferenceServer
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from fleetprobe import load_params, policy, run_experiment
-from fleetprobe.analysis import db, matrix_report
+from fleetprobe.analysis.base import db
+from fleetprobe.analysis.sections import matrix as matrix_report
 from fleetprobe.experiments import matrix_check
 from fleetprobe.policy import ALLOW, DENY, MAY, Principal, Row
 from fleetprobe.targets import target_for_server

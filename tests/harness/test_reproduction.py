@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleetprobe.analysis.db import connect
+from fleetprobe.analysis.base.db import connect
 from fleetprobe.batch import load_plan
 from fleetprobe.reproduction import (
     RECORD,

@@ -76,7 +76,7 @@ def test_background_rows_are_in_the_tenant_and_searchable() -> None:
 
 @pytest.mark.parametrize("name", ["leakage", "propagation"])
 def test_headline_params_keep_scale_runs_out_of_table2(name: str) -> None:
-    from fleetprobe.analysis.results import Results, load_paper_values
+    from fleetprobe.analysis.base.results import Results, load_paper_values
 
     results = Results(con=None, paper=load_paper_values())  # type: ignore[arg-type]
     scale = load_params(REPO / f"params/scale10x/{name}.yaml")

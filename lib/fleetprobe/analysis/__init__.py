@@ -1,6 +1,10 @@
 """Analysis of fleetprobe run traces: DuckDB metric views, statistics, tables, figures and the
 paper-versus-reproduction verdict. Everything is computed from data/traces only.
 
+Three layers: `base` (traces, metric views, intervals, claims, shared helpers) below
+`sections` (one module per experiment or view, each independent of the others) below
+`report` and `html_report`, which compose the registered sections.
+
 Importing the package imports nothing else: an experiment notebook that needs only `db`
 should not pay for the report's plotting and statistics stack (1.5 s at start-up)."""
 
@@ -11,7 +15,7 @@ __all__ = ["write_summary"]
 
 def __getattr__(name: str) -> Any:
     if name == "write_summary":
-        from fleetprobe.analysis.summary import write_summary
+        from fleetprobe.analysis.base.summary import write_summary
 
         return write_summary
     raise AttributeError(f"module 'fleetprobe.analysis' has no attribute {name!r}")

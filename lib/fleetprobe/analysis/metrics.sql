@@ -11,7 +11,7 @@
 --                 denominator = events that carry a judgement (a NULL judgement, e.g. a
 --                 probe lost to a transport error, is not counted as either outcome)
 --   latency views run_id, n, p50, p95, p99, max   (milliseconds, quantile_cont)
--- Wilson intervals are added in Python (fleetprobe.analysis.stats).
+-- Wilson intervals are added in Python (fleetprobe.analysis.base.stats).
 
 -- ---------------------------------------------------------------------------------------
 -- Runs

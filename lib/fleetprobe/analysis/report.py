@@ -2,6 +2,12 @@
 
     python -m fleetprobe report [--traces data/traces] [--out reports] [--run RUN_ID ...]
 
+The report composes the registered sections (`fleetprobe.analysis.sections.REGISTRY`): each
+is built in a process of its own (they share nothing but the traces), and their outputs are
+put together in registration order, so the files are the same bytes however the processes
+were scheduled. REPRODUCTION.md is the sections' Markdown fragments in order; index.html is the
+summary, then each section's HTML fragment.
+
 By default each experiment and profile is represented by its latest complete run at paper
 scale with the paper's configuration (paper_values.yaml `headline_params`; runs with other
 knobs are ablations, shown in the ablation tables); `--run RUN_ID` (repeatable) makes a named
@@ -11,74 +17,112 @@ run, ablation or not, the canonical one for its experiment and profile instead.
 from __future__ import annotations
 
 import argparse
+import importlib
+import multiprocessing
+import os
+import tempfile
+import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from fleetprobe.analysis import (
-    backends_report,
-    faults_report,
-    figures,
-    html_report,
-    matrix_report,
-    scale_report,
-    separation_report,
-    tables,
-    verdict,
-)
-from fleetprobe.analysis.results import Results
+from fleetprobe.analysis import html_report, sections
+from fleetprobe.analysis.base import db
+from fleetprobe.analysis.base.section import REPRODUCTION, Context, SectionOutput, compose
+
+SECTIONS_PACKAGE = "fleetprobe.analysis.sections"
+# The heavy imports every section process needs, done once in the forkserver before it forks.
+PRELOAD = ["fleetprobe.analysis.base.figures", "fleetprobe.analysis.base.claims"]
+# Sections in the order they are handed to the processes: the longest first, so the two
+# cores finish together (the order of the output never depends on it).
+LONGEST_FIRST = ("matrix", "verdict", "leakage", "backends", "live_targets", "separation",
+                 "contradiction", "propagation", "provenance")
+
+
+def build_section(key: str, context: Context) -> SectionOutput:
+    """One registered section, built from the traces (in whichever process runs it)."""
+    started = time.process_time()
+    module = importlib.import_module(f"{SECTIONS_PACKAGE}.{sections.REGISTRY[key]}")
+    output = module.build(context)
+    output.data["unreadable"] = list(context.unreadable)
+    output.cpu_seconds = time.process_time() - started
+    return output
+
+
+def build_sections(context: Context, keys: Sequence[str], jobs: int | None = None,
+                   ) -> dict[str, SectionOutput]:
+    """{key: output} in `keys` order; built in `jobs` processes (default: one per core;
+    1: in this process, one after the other). The traces are parsed once, into a DuckDB
+    file every section opens read-only."""
+    jobs = jobs or os.cpu_count() or 1
+    with tempfile.TemporaryDirectory(prefix="fleetprobe-report-") as scratch:
+        database = Path(scratch) / "traces.duckdb"
+        if jobs <= 1:
+            db.write_database(context.traces_root, database)
+            context = replace(context, database=database)
+            return {key: build_section(key, context) for key in keys}
+        rank = {k: i for i, k in enumerate(LONGEST_FIRST)}
+        order = sorted(keys, key=lambda k: rank.get(k, len(rank)))
+        with ProcessPoolExecutor(max_workers=min(jobs, len(keys)),
+                                 mp_context=_context()) as pool:
+            pool.submit(os.getpid)  # starts the forkserver's imports while the traces load
+            db.write_database(context.traces_root, database)
+            context = replace(context, database=database)
+            futures = {key: pool.submit(build_section, key, context) for key in order}
+            return {key: futures[key].result() for key in keys}
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """A forkserver where there is one (POSIX): the heavy imports happen once, and a worker
+    never inherits a notebook kernel's threads; spawn elsewhere."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(PRELOAD)
+        return context
+    return multiprocessing.get_context("spawn")
 
 
 def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None,
-          ) -> dict[str, Any]:
-    """Write reports/tables, reports/figures, reports/REPRODUCTION.md and reports/index.html;
-    return what was written, the verdicts and a note for everything that could not be drawn."""
-    out_dir = Path(out_dir)
-    results = Results.load(Path(traces_root), run_ids)
-    try:
-        unknown = sorted(set(run_ids or ()) - set(results.runs.run_id))
-        if unknown:
-            raise ValueError(f"no run named {', '.join(unknown)} under {traces_root}")
-        verdicts = verdict.judge_all(results)
-        table_list = [*tables.build_tables(results, verdicts),
-                      faults_report.faults_table(results), scale_report.scale_table(results)]
-        table_paths = {t.name: tables.write_table(t, out_dir / "tables") for t in table_list}
-        figure_outputs = figures.write_figures(results, out_dir / "figures")
-        reproduction = verdict.write_reproduction(results, out_dir / "REPRODUCTION.md", verdicts)
-        scale_report.append_section(reproduction, table_list[-1])
-        faults_report.append_to_reproduction(results, reproduction)
-        separation = separation_report.build(results, out_dir)  # not a paper claim: own section
-        matrix = matrix_report.write(results.con, out_dir)  # reports/MATRIX.md (beyond the paper)
-        notes = [f"{run}: {n} line(s) of events.jsonl are not JSON and were skipped "
-                 "(an interrupted write?)" for run, n in results.con.execute(
-                     "SELECT run_dir, lines FROM unreadable_lines ORDER BY run_dir").fetchall()]
-        notes += [t.note for t in table_list if t.empty]
-        notes += [f.note for f in figure_outputs.values() if f.note]
-        notes += [separation.note] if separation.note else []
-        backends = backends_report.write_backends_report(results, out_dir, traces_root)
-        notes += backends["notes"]
-        notes += [n for n in matrix.notes if n != matrix_report.NO_RUNS]  # MATRIX.md says so
-        if results.runs.empty:
-            notes.insert(0, f"No runs found under {traces_root}: run an experiment first "
-                            "(make reproduce) or point --traces at a directory of runs.")
-        built = {
-            "traces_root": Path(traces_root),
-            "out_dir": out_dir,
-            "tables": {t.name: t for t in table_list},
-            "table_paths": table_paths,
-            "figures": figure_outputs,
-            "reproduction": reproduction,
-            "matrix": matrix,
-            "verdicts": verdicts,
-            "canonical": results.canonical,
-            "separation": separation,
-            "backends": backends,
-            "notes": notes,
-        }
-        built["index"] = html_report.write_index(built)
-        return built
-    finally:
-        results.con.close()
+          jobs: int | None = None) -> dict[str, Any]:
+    """Write reports/tables, reports/figures, reports/REPRODUCTION.md, MATRIX.md and
+    reports/index.html; return what was written, the verdicts and a note for everything that
+    could not be drawn."""
+    traces_root, out_dir = Path(traces_root), Path(out_dir)
+    known = {db.read_manifest(d)["run_id"] for d in db.run_dirs(traces_root)}
+    unknown = sorted(set(run_ids or ()) - known)
+    if unknown:
+        raise ValueError(f"no run named {', '.join(unknown)} under {traces_root}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    context = Context(traces_root, out_dir, tuple(run_ids or ()))
+    outputs = build_sections(context, list(sections.REGISTRY), jobs)
+    reproduction = out_dir / REPRODUCTION
+    reproduction.write_text(compose([f for o in outputs.values() for f in o.fragments],
+                                    REPRODUCTION))
+    verdict = outputs["verdict"].data
+    unreadable = sorted({u for o in outputs.values() for u in o.data.pop("unreadable", ())})
+    notes = [f"{run}: {n} line(s) of events.jsonl are not JSON and were skipped (an "
+             "interrupted write?)" for run, n in unreadable]
+    notes += [n for o in outputs.values() for n in o.notes]
+    if not known:
+        notes.insert(0, f"No runs found under {traces_root}: run an experiment first "
+                        "(make reproduce) or point --traces at a directory of runs.")
+    built = {
+        "traces_root": traces_root,
+        "out_dir": out_dir,
+        "sections": outputs,
+        "tables": {n: t for o in outputs.values() for n, t in o.tables.items()},
+        "figures": {n: f for o in outputs.values() for n, f in o.figures.items()},
+        "reproduction": reproduction,
+        "verdicts": verdict["verdicts"],
+        "canonical": verdict["canonical"],
+        "notes": notes,
+        **{k: v for o in outputs.values() for k, v in o.data.items()
+           if k not in ("verdicts", "canonical")},
+    }
+    built["index"] = html_report.write_index(built)
+    return built
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,11 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--run", dest="runs", action="append", default=None, metavar="RUN_ID",
                         help="use this run as canonical for its experiment and profile "
                              "(repeatable)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="processes building sections (default: one per core)")
     args = parser.parse_args(argv)
     if not args.traces.is_dir():
         parser.error(f"--traces {args.traces} is not a directory of runs")
     try:
-        built = build(args.traces, args.out, args.runs)
+        built = build(args.traces, args.out, args.runs, args.jobs)
     except ValueError as error:
         parser.error(str(error))
     counts: dict[str, int] = {}

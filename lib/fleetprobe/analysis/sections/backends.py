@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fleetprobe.analysis.results import Results  # noqa: E402
-from fleetprobe.analysis.stats import fmt_rate, rate  # noqa: E402
-from fleetprobe.analysis.tables import Table, write_table  # noqa: E402
+from fleetprobe.analysis.base.figures import FigureOutput  # noqa: E402
+from fleetprobe.analysis.base.results import Results  # noqa: E402
+from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
+from fleetprobe.analysis.base.stats import fmt_rate, rate  # noqa: E402
+from fleetprobe.analysis.base.tables import Table, write_table  # noqa: E402
 from fleetprobe.policy import PATHS  # noqa: E402
+
+KEY, TITLE = "backends", "Backends"
+EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation", "matrix")
 
 BACKEND_PREFIX = "backend-"
 # (metric view row, experiment, what it counts, the signal a governed store keeps low/high)
@@ -271,44 +277,6 @@ def _first_leak(results: Results, run_id: str, axis: str,
 
 # -- the governance matrix, path by path ----------------------------------------------------
 
-# Why a backend does what the matrix found, per (backend, path family); a family is the path's
-# first word (search_fleet -> search). docs/backends.md has the mappings.
-MATRIX_MECHANISM: dict[tuple[str, str], str] = {
-    ("langgraph", "get"): "GET by id searches the caller's namespace prefix filtered on the id: "
-                          "an agent's home-fleet prefix holds its fleet-mates' agent namespaces.",
-    ("langgraph", "search"): "A search reads the namespace prefix of every fleet the request "
-                             "names (else the caller's home fleet): any fleet may be named, "
-                             "there is no trust ladder, and a fleet prefix holds its agents' "
-                             "private namespaces.",
-    ("mem0", "get"): "Memory.get(memory_id) takes no identity: any key reads any row, across "
-                     "fleets and tenants (strands-agents/tools#596 adds the check downstream).",
-    ("mem0", "search"): "Search filters are the caller's choice (user_id = tenant, fleet_id "
-                        "in metadata): mem0 has no visibility concept and no trust ladder.",
-    ("crewai", "get"): "get_record(id) takes no scope and no source: any key reads any record, "
-                       "private ones included.",
-    ("crewai", "search"): "Recall runs under the scope path of any fleet named (no trust "
-                          "ladder), matched as a string prefix (crewAIInc/crewAI#7543).",
-}
-MATRIX_WRITE = ("A write lands in the fleet the body names: the backend has no write gate and "
-                "no trust levels.")
-MATRIX_MISS = ("The backend's scope for the caller (its namespace prefix, filters or scope path: "
-               "the fleets named, else its home fleet) leaves out a row the policy lets it read "
-               "(fleet-less rows, scope_org rows, other fleets at trust 2).")
-
-
-def matrix_mechanism(profile: str, path: str, verdict: str) -> str | None:
-    """The sentence for a backend's gap-catalogue line (None for a bundled profile)."""
-    backend = backend_of(profile)
-    if backend is None:
-        return None
-    if verdict == "miss":
-        return MATRIX_MISS
-    if path in ("write", "bulk_write", "entity_upsert"):
-        return MATRIX_WRITE
-    family = "search" if path.startswith("search") else path
-    return MATRIX_MECHANISM.get((backend, family), "")
-
-
 NO_MATRIX = ("no matrix runs of a backend yet: run `make backends` (or `python -m fleetprobe run "
              "matrix --params params/smoke/matrix.yaml --set target.kind=backend --set "
              "target.backend=<langgraph|mem0|crewai>`)")
@@ -366,18 +334,37 @@ def _cell(cell: pd.DataFrame) -> str:
     return "; ".join(parts) or "-"
 
 
-def write_backends_report(results: Results, out_dir: Path,
-                          traces_root: Path | None = None) -> dict[str, Any]:
-    """Write tables/backends.{csv,md,tex}, figures/backends_leakage.{png,pdf} and
-    backends_repro.md under out_dir; return the table, paths and notes."""
-    out_dir = Path(out_dir)
-    table = backends_table(results, traces_root)
-    paths = write_table(table, out_dir / "tables")
-    paths += write_table(matrix_paths_table(results), out_dir / "tables")
-    figure_paths, figure_note = backends_figure(results, out_dir / "figures", table)
-    repro = out_dir / "backends_repro.md"
-    repro.write_text(reproductions(results), encoding="utf-8")
+def build(context: Context) -> SectionOutput:
+    """tables/backends.*, tables/backends_matrix.*, figures/backends_leakage.* and
+    backends_repro.md under the output directory, and the section of the page."""
+    out_dir = Path(context.out_dir)
+    results = context.results(EXPERIMENTS)
+    try:
+        table = replace(backends_table(results, context.traces_root),
+                        views=("backend_metric_counts", "backend_matrix_counts",
+                               "backend_not_applicable"))
+        matrix = replace(matrix_paths_table(results), views=("backend_matrix_paths",))
+        paths = write_table(table, out_dir / "tables") + write_table(matrix, out_dir / "tables")
+        figure_paths, figure_note = backends_figure(results, out_dir / "figures", table)
+        repro = out_dir / "backends_repro.md"
+        repro.write_text(reproductions(results), encoding="utf-8")
+        canonical = results.canonical
+        runs = tuple(canonical[canonical.profile.map(backend_of).notna()].run_id)
+    finally:
+        results.con.close()
     notes = [table.note] if table.empty else []
     if figure_note and not table.empty:
         notes.append(f"backends figure: {figure_note}")
-    return {"table": table, "paths": paths + figure_paths + [repro], "notes": notes}
+    figures = {"backends_leakage": FigureOutput(
+        "backends_leakage", "Leakage by target (canonical runs)", figure_paths,
+        note=figure_note, views=("backend_metric_counts",))}
+    output = SectionOutput(
+        KEY, TITLE,
+        "The same experiments behind the wire adapter against other memory systems, each "
+        "through its own scoping mechanism, beside the bundled profiles; minimal "
+        "reproductions of every leak in backends_repro.md.",
+        tables={t.name: t for t in (table, matrix)}, figures=figures,
+        files=[*paths, *figure_paths, repro], notes=notes,
+        views=("backend_metric_counts", "backend_matrix_counts", "backend_not_applicable",
+               "backend_matrix_paths"), runs=runs)
+    return finish(output, context)

@@ -1,4 +1,5 @@
-"""Target labels beside the bundled profiles: live endpoints judged against the paper.
+"""Target labels beside the bundled profiles: live endpoints judged against the paper (the
+REPRODUCTION.md section with each label's verdict counts and the live latencies).
 
 Every run carries a target label (manifest `target.label`; the `profile` column of the
 analysis). The paper's claims name the bundled profile that reproduces the state the paper
@@ -9,16 +10,18 @@ runs measure, each label in rows of its own, never merged with another.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import json
+from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import pandas as pd
 
-# Bundled profiles that are design alternatives, not engines: they have no paper claim to meet.
-COMPARANDS = frozenset({"proposed", "naive", "hardened"})
-LIVE_LATENCY_FACTOR = 2.0
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+from fleetprobe.analysis.base.claims import judge
+from fleetprobe.analysis.base.labels import LIVE_LATENCY_FACTOR, judged_labels, label_claims
+from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
+
+KEY, TITLE = "live_targets", "Other targets"
+EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation")
 
 LATENCY_RULE = (
     "Latency rule: a latency claim is judged only against a live target (the bundled "
@@ -30,58 +33,6 @@ LATENCY_RULE = (
     "compared with each other only in the table below, metric by metric, beside the client "
     "pacing each run used (the same pacing is needed for a fair comparison)."
 )
-
-
-def claim_profiles(results: Any) -> set[str]:
-    return {claim["profile"] for claim in results.claims}
-
-
-def judged_labels(results: Any) -> list[str]:
-    """Canonical labels no claim names and that are not design comparands."""
-    named = claim_profiles(results) | COMPARANDS
-    labels = results.canonical.profile.dropna().unique() if not results.canonical.empty else []
-    # `<comparand> +<embedder>` (an embedder ablation of a comparand) is a comparand too
-    return sorted(str(label) for label in labels
-                  if label not in named and str(label).split(" +", 1)[0] not in COMPARANDS)
-
-
-def only_live_selected(results: Any) -> bool:
-    """True when runs were selected and every one belongs to a judged label (so the bundled
-    profiles' committed verdicts are not printed as if they were the selection's)."""
-    if not results.selected:
-        return False
-    runs = results.runs[results.runs.run_id.isin(list(results.selected))]
-    return not runs.empty and set(runs.profile) <= set(judged_labels(results))
-
-
-def label_claims(results: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(label, claim) for every judged label and every claim whose experiment it ran."""
-    canonical = results.canonical
-    for label in judged_labels(results):
-        experiments = set(canonical[canonical.profile == label].experiment)
-        for claim in results.claims:
-            if claim["metric"].split("_", 1)[0] in experiments:
-                yield label, claim
-
-
-def is_loopback(base_url: str | None) -> bool:
-    return (urlsplit(base_url or "").hostname or "") in LOOPBACK_HOSTS
-
-
-def latency_verdict(run: pd.Series, measured: dict[str, float], claim: dict[str, Any],
-                    keys: Sequence[str]) -> tuple[str, str]:
-    """(status, reason) for a latency claim under LATENCY_RULE."""
-    from fleetprobe.analysis.verdict import DIFFERS, NOT_COMPARABLE, REPRODUCED
-
-    if run.target_kind != "live":
-        return NOT_COMPARABLE, (f"target kind {run.target_kind}: the paper measured "
-                                "memclaw.net, latency is comparable only against a live target")
-    ratios = {k: measured[k] / claim[k] for k in keys if k in measured and claim[k]}
-    within = bool(ratios) and all(
-        1 / LIVE_LATENCY_FACTOR <= r <= LIVE_LATENCY_FACTOR for r in ratios.values())
-    where = "live target (loopback)" if is_loopback(run.get("base_url")) else "live target"
-    return (REPRODUCED if within else DIFFERS), f"{where}; measured/paper " + ", ".join(
-        f"{k} x{r:.2f}" for k, r in ratios.items())
 
 
 def section(results: Any, verdicts: Sequence[Any]) -> list[str]:
@@ -130,10 +81,26 @@ def _latency_rows(results: Any, labels: Sequence[str]) -> pd.DataFrame:
 
 
 def _client(params: Any) -> str:
-    import json
-
     if not isinstance(params, str):
         return ""
     client = json.loads(params).get("client") or {}
     return ", ".join(f"{k}={client[k]}" for k in ("writes_per_s", "searches_per_s",
                                                   "max_concurrency") if k in client)
+
+
+def build(context: Context) -> SectionOutput:
+    results = context.results(EXPERIMENTS)
+    try:
+        verdicts = [judge(results, claim, label) for label, claim in label_claims(results)]
+        lines = section(results, verdicts)
+        labels = judged_labels(results)
+        runs = tuple(results.canonical[results.canonical.profile.isin(labels)].run_id)
+    finally:
+        results.con.close()
+    output = SectionOutput(
+        KEY, TITLE,
+        "Every target label other than the profile a claim names (live endpoints, the "
+        "engine's profile, backends): its verdict counts and its latencies, each label on "
+        "its own. The table is in REPRODUCTION.md; each label's verdicts are in the verdict "
+        "table.", fragments=[Fragment(REPRODUCTION, 40, "\n".join(lines))], runs=runs)
+    return finish(output, context)

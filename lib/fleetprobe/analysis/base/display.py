@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 from IPython.display import HTML, Image, Markdown, display
 
-from fleetprobe.analysis.sql_views import details_html
+from fleetprobe.analysis.base.sql_views import details_html
 
 
 def show_notes(built: dict[str, Any]) -> None:

@@ -14,7 +14,11 @@ from typing import Any
 
 import pandas as pd
 
-from fleetprobe.analysis.stats import fmt_count
+from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
+from fleetprobe.analysis.base.stats import fmt_count
+
+KEY, TITLE = "embedder", "Embedder ablation"
+EXPERIMENTS = ("leakage", "contradiction")
 
 SEPARATOR = " +"
 MEASURES: tuple[tuple[str, str, str], ...] = (
@@ -77,3 +81,22 @@ def section(results: Any) -> list[str]:
     return lines + ["Canonical runs of each profile with the bundled hashing embedder and "
                     "with the semantic one (its own label, judged like a target above).", "",
                     table.to_markdown(index=False), "", summary, ""]
+
+
+def build(context: Context) -> SectionOutput:
+    results = context.results(EXPERIMENTS)
+    try:
+        lines = section(results)
+        runs = tuple(results.canonical[results.canonical.profile.isin(
+            {label for pair in pairs(results) for label in pair})].run_id)
+    finally:
+        results.con.close()
+    output = SectionOutput(
+        KEY, TITLE,
+        "What changes when the bundled server embeds with a real sentence model "
+        "(all-MiniLM-L6-v2) instead of its hashing embedder: search leaks and misses, "
+        "near-duplicate rejections and contradiction detection. The table is in "
+        "REPRODUCTION.md.",
+        fragments=[Fragment(REPRODUCTION, 50, "\n".join(lines))],
+        views=tuple(m for _, m, _ in MEASURES), runs=runs)
+    return finish(output, context)

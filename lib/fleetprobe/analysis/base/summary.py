@@ -15,9 +15,8 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from fleetprobe.analysis import db
-from fleetprobe.analysis.matrix_report import rate_rows
-from fleetprobe.analysis.stats import rate
+from fleetprobe.analysis.base import db
+from fleetprobe.analysis.base.stats import rate
 
 SUMMARY_COLUMNS = ["metric", "numerator", "denominator", "value", "ci_low", "ci_high"]
 PERCENTILES = ("p50", "p95", "p99", "max")
@@ -57,7 +56,7 @@ def summary_rows(con: duckdb.DuckDBPyConnection) -> list[dict]:
                                     "separation_rate_metrics ORDER BY run_id, metric").fetchall():
         r = rate(int(k), int(n))
         rows.append(_row(metric, k, n, r.value, r.low, r.high))
-    for metric, k, n in rate_rows(con):  # the governance matrix (beyond the paper)
+    for metric, k, n in matrix_rate_rows(con):  # the governance matrix (beyond the paper)
         x = rate(k, n)
         rows.append(_row(metric, k, n, x.value, x.low, x.high))
     return rows
@@ -104,3 +103,22 @@ def _fmt(number) -> str:
     if number is None or (isinstance(number, float) and math.isnan(number)):
         return ""
     return f"{float(number):.6g}"
+
+
+def matrix_rate_rows(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, int]]:
+    """(metric, numerator, denominator) of every matrix run in `con`, for summary.csv."""
+    rows: list[tuple[str, int, int]] = []
+    for r in con.execute("SELECT * FROM matrix_summary ORDER BY run_id").df().itertuples():
+        judged = int(r.probes - r.not_applicable - r.errors)
+        rows += [("matrix_gap_rate", int(r.gaps), judged),
+                 ("matrix_miss_rate", int(r.misses), judged),
+                 ("matrix_cross_tenant_success", int(r.cross_tenant_successes),
+                  int(r.cross_tenant_probes))]
+    paper = con.execute("SELECT * FROM matrix_paper_rates ORDER BY run_id, metric").df()
+    names = {"tenant-key GET exposure (expected deny)": "matrix_paper_get_exposure",
+             "tenant-key GET miss (expected allow)": "matrix_paper_get_miss",
+             "search leak rate (expected deny)": "matrix_paper_search_leak",
+             "search miss rate (expected allow)": "matrix_paper_search_miss"}
+    rows += [(names[r.metric], int(r.numerator), int(r.denominator))
+             for r in paper.itertuples()]
+    return rows

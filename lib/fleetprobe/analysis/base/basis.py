@@ -14,6 +14,11 @@ The rules, in order:
 2. point estimates that differ: interval overlap only, with why where the kit knows it;
 3. the mechanism or construction stated below for the claim, with numbers from the run.
 A claim that is not reproduced has no basis ("-").
+
+The stated mechanisms describe the bundled server under the profile a claim names. Any other
+target (a live endpoint, the engine, a backend, another bundled profile) gets no stated
+mechanism: its reason is what that target answered on the claim's path (statuses and counts
+from its trace), and it says that no mechanism is known beyond those answers.
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ from typing import Any
 
 import pandas as pd
 
-from fleetprobe.analysis.results import Results
-from fleetprobe.analysis.stats import Rate, fmt_rate, rate
+from fleetprobe.analysis.base.results import Results
+from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate
 
 MECHANISM, WORKLOAD, OVERLAP_ONLY, NO_BASIS = (
     "mechanism", "workload construction", "interval overlap only", "-")
@@ -83,9 +88,11 @@ DIFFERENCE: dict[str, str] = {
 }
 
 
-def basis_of(results: Results, claim: dict[str, Any], run_id: str,
+def basis_of(results: Results, claim: dict[str, Any], run: pd.Series,
              measured: Rate | None) -> tuple[str, str]:
-    """(basis, reason) for a reproduced claim judged against run_id."""
+    """(basis, reason) for a reproduced claim judged against `run` (a canonical run row)."""
+    run_id = run.run_id
+    own = is_claims_own_target(claim, run)
     if claim["metric"].startswith("contradiction_"):
         found = contradiction_construction(results, run_id)
         if found:
@@ -97,13 +104,51 @@ def basis_of(results: Results, claim: dict[str, Any], run_id: str,
             abs(paper.value - measured.value) > 1e-9:
         reason = (f"point estimates differ (paper {paper.value:.3f}, measured "
                   f"{measured.value:.3f})")
-        why = DIFFERENCE.get(claim["id"])
+        why = DIFFERENCE.get(claim["id"]) if own else answered(results, claim, run)
         return OVERLAP_ONLY, "; ".join(p for p in (reason, why, extra) if p)
-    if stated is None:
-        return OVERLAP_ONLY, "same point estimate as the paper; the kit states no mechanism " \
-                             "for it"
-    basis, reason = stated
-    return basis, "; ".join(p for p in (reason, extra) if p)
+    if stated is not None and (own or stated[0] == WORKLOAD):
+        basis, reason = stated
+        return basis, "; ".join(p for p in (reason, extra) if p)
+    if not own:
+        return OVERLAP_ONLY, "; ".join(p for p in (
+            "same point estimate as the paper", answered(results, claim, run), extra) if p)
+    return OVERLAP_ONLY, "same point estimate as the paper; the kit states no mechanism " \
+                         "for it"
+
+
+def is_claims_own_target(claim: dict[str, Any], run: pd.Series) -> bool:
+    """True when the run is the bundled server under the profile the claim names: the only
+    target the stated mechanisms describe."""
+    return run.get("target_kind") == "reference" and run.get("profile") == claim["profile"]
+
+
+# The events a claim's metric counts, by metric prefix: (phase, axis or None).
+ANSWER_PHASES: tuple[tuple[str, str, str | None], ...] = (
+    ("leakage_get", "probe", "get"), ("leakage_search", "probe", "search"),
+    ("leakage_probes", "probe", None), ("leakage_table3", "agent_probe", None),
+    ("leakage_agent", "agent_probe", None), ("leakage_reprobe", "reprobe", None),
+    ("provenance_writes", "write", None), ("provenance_", "walk", None),
+    ("propagation_writes", "write", None), ("propagation_window", "window", None),
+    ("propagation_", "probe", None), ("contradiction_", "write", None),
+)
+
+
+def answered(results: Results, claim: dict[str, Any], run: pd.Series) -> str:
+    """What the target answered on the claim's path, from its trace: HTTP statuses and
+    counts; a claim about another target's mechanism is never borrowed."""
+    phase, axis = next(((ph, ax) for prefix, ph, ax in ANSWER_PHASES
+                        if claim["metric"].startswith(prefix)), (None, None))
+    where = f"{run.profile} ({run.target_kind})"
+    if phase is None:
+        return f"no mechanism is known for {where} beyond its recorded answers"
+    rows = results.con.execute(
+        "SELECT status, count(*) FROM events WHERE run_id = ? AND phase = ? "
+        "AND (? IS NULL OR axis = ?) GROUP BY status ORDER BY status NULLS LAST",
+        [run.run_id, phase, axis, axis]).fetchall()
+    counts = ", ".join(f"{'no answer' if s is None else s} x{n}" for s, n in rows) or "none"
+    path = f"{phase} ({axis})" if axis else phase
+    return (f"{where} answered HTTP {counts} on the {path} requests of run {run.run_id}; no "
+            "mechanism is known for this target beyond these answers")
 
 
 # ------------------------------------------------------------------------------ the rules

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-from fleetprobe.analysis.db import METRICS_SQL
+from fleetprobe.analysis.base.db import METRICS_SQL
 
 _CREATE = re.compile(r"^CREATE VIEW\s+(\w+)\s+AS\b", re.MULTILINE | re.IGNORECASE)
 _BANNER = re.compile(r"^--\s*-{10,}\s*$")

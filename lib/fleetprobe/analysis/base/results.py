@@ -9,21 +9,22 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 import yaml
 
-from fleetprobe.analysis import db
-from fleetprobe.analysis.stats import Rate, rate
-from fleetprobe.analysis.summary import latency_table, rate_table
+from fleetprobe.analysis.base import db
+from fleetprobe.analysis.base.stats import Rate, rate
+from fleetprobe.analysis.base.summary import latency_table, rate_table
 
-PAPER_VALUES = Path(__file__).with_name("paper_values.yaml")
+PAPER_VALUES = Path(__file__).resolve().parent.parent / "paper_values.yaml"
 # Why a run was chosen as canonical (the `basis` column); only the first is a full reproduction.
 PAPER_SCALE, NOT_PAPER_SCALE, INCOMPLETE, SELECTED = (
     "paper scale", "not at paper scale", "incomplete run", "selected")
@@ -34,7 +35,8 @@ PROFILES = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "naive")
 
 def load_paper_values(path: Path = PAPER_VALUES) -> dict[str, Any]:
     """paper_values.yaml as a dict; claims keep their file order."""
-    return yaml.safe_load(Path(path).read_text())
+    # the C loader when PyYAML has it: the pure-Python one is 0.2 s of every section
+    return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 @dataclass
@@ -45,13 +47,16 @@ class Results:
     paper: dict[str, Any]
     selected: Sequence[str] = field(default_factory=tuple)
     _views: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+    _groups: dict[int, dict] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, traces_root: Path, run_ids: Iterable[str] | None = None,
-             paper_values: Path = PAPER_VALUES) -> Results:
-        """Read every run under traces_root; `run_ids` makes those the canonical runs."""
-        return cls(db.connect(Path(traces_root)), load_paper_values(paper_values),
-                   tuple(run_ids or ()))
+             paper_values: Path = PAPER_VALUES,
+             experiments: Collection[str] | None = None) -> Results:
+        """Read every run under traces_root; `run_ids` makes those the canonical runs;
+        `experiments` loads only those experiments' events (`db.connect`)."""
+        return cls(db.connect(Path(traces_root), experiments=experiments),
+                   load_paper_values(paper_values), tuple(run_ids or ()))
 
     @cached_property
     def runs(self) -> pd.DataFrame:
@@ -97,9 +102,7 @@ class Results:
         selected; a group with ablation runs alone has no canonical run."""
         runs = self.runs[self.runs.experiment.notna()].copy()
         runs["order"] = runs.started_at.fillna("") + runs.run_id
-        picked = [_pick(group, self.selected)
-                  for _, group in runs.groupby(["experiment", "profile"], sort=True)]
-        picked = [row for row in picked if row is not None]
+        picked = _pick_all(runs[runs.profile.notna()], self.selected)
         if not picked:
             return runs.iloc[0:0].drop(columns="order").assign(basis=pd.Series(dtype=str))
         return pd.DataFrame(picked).drop(columns="order").reset_index(drop=True)
@@ -132,9 +135,17 @@ class Results:
         return json.loads(params) if isinstance(params, str) else {}
 
     def canonical_run(self, experiment: str, profile: str) -> pd.Series | None:
-        rows = self.canonical[(self.canonical.experiment == experiment)
-                              & (self.canonical.profile == profile)]
-        return None if rows.empty else rows.iloc[0]
+        return self._canonical_index.get((experiment, profile))
+
+    @cached_property
+    def _canonical_index(self) -> dict[tuple[str, str], pd.Series]:
+        """(experiment, profile) -> its canonical run: the verdicts and tables ask hundreds
+        of times, and a frame filter per question was a second of the report's CPU."""
+        index: dict[tuple[str, str], pd.Series] = {}
+        for i in range(len(self.canonical)):
+            row = self.canonical.iloc[i]
+            index.setdefault((row.experiment, row.profile), row)
+        return index
 
     def _is_paper_scale(self, experiment: str | None, planned: str | None) -> bool:
         needed = self.paper.get("paper_scale", {}).get(experiment or "")
@@ -169,6 +180,14 @@ class Results:
         counts = rejected.groupby("outcome").writes.sum().sort_values(ascending=False)
         return {str(k): int(v) for k, v in counts.items()}
 
+    def _grouped(self, frame: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
+        """The rate or latency table split by (metric, run_id), once per table."""
+        key = id(frame)
+        if key not in self._groups:
+            self._groups[key] = {k: g for k, g in frame.groupby(["metric", "run_id"],
+                                                                 sort=False)}
+        return self._groups[key]
+
     @property
     def headline_variant(self) -> tuple[str, str]:
         v = self.paper.get("headline_variant", {})
@@ -176,28 +195,37 @@ class Results:
 
     def _variant_rows(self, frame: pd.DataFrame, metric: str, run_id: str,
                       variant: tuple[str, str] | None) -> pd.DataFrame:
-        rows = frame[(frame.metric == metric) & (frame.run_id == run_id)]
+        rows = self._grouped(frame).get((metric, run_id), frame.iloc[0:0])
         if rows.variant_write.notna().any():
             write, search = variant or self.headline_variant
             rows = rows[(rows.variant_write == write) & (rows.variant_search == search)]
         return rows
 
 
-def _pick(group: pd.DataFrame, selected: Sequence[str]) -> pd.Series | None:
-    headline = group.role == HEADLINE
+def _pick_all(runs: pd.DataFrame, selected: Sequence[str]) -> list[pd.Series]:
+    """The canonical run of every (experiment, profile), in key order: the run the first rule
+    that has candidates picks, the latest of them (`order`), with that rule as its basis."""
+    headline = runs.role == HEADLINE
     rules = (
-        (SELECTED, group.run_id.isin(selected)),
-        (PAPER_SCALE, headline & group.complete & group.paper_scale),
-        (NOT_PAPER_SCALE, headline & group.complete),
+        (SELECTED, runs.run_id.isin(selected)),
+        (PAPER_SCALE, headline & runs.complete & runs.paper_scale),
+        (NOT_PAPER_SCALE, headline & runs.complete),
         (INCOMPLETE, headline),
     )
-    for basis, mask in rules:
-        candidates = group[mask]
-        if not candidates.empty:
-            row = candidates.sort_values("order").iloc[-1].copy()
-            row["basis"] = basis
-            return row
-    return None
+    rank = np.full(len(runs), len(rules))
+    for i, (_, mask) in reversed(list(enumerate(rules))):
+        rank[mask.to_numpy(dtype=bool)] = i
+    ranked = runs.assign(_rank=rank)
+    chosen = (ranked[ranked._rank < len(rules)]
+              .sort_values(["experiment", "profile", "_rank", "order"],
+                           ascending=[True, True, True, False])
+              .groupby(["experiment", "profile"], sort=True).head(1))
+    picked = []
+    for i in range(len(chosen)):
+        row = chosen.iloc[i].copy()
+        row["basis"] = rules[int(row.pop("_rank"))][0]
+        picked.append(row)
+    return picked
 
 
 def _meets(name: str, rule: Any, recorded: dict[str, Any]) -> bool:

@@ -12,7 +12,7 @@ most accounts, else the latest run.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import matplotlib
@@ -22,7 +22,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fleetprobe.analysis.stats import Rate, fmt_rate, rate  # noqa: E402
+from fleetprobe.analysis.base.html import figure_file, table_file  # noqa: E402
+from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
+from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate  # noqa: E402
+
+KEY, TITLE = "separation", "Separation"
+EXPERIMENTS = ("separation",)
 
 NAME = "separation"
 FIGURE = "fig_separation_contamination"
@@ -211,7 +216,34 @@ def _wrap(text: str, width: int) -> list[str]:
     return [*lines, line] if line else lines
 
 
-def build(results, out_dir: Path) -> SeparationSection:
+def build(context: Context) -> SectionOutput:
+    """The separation figure and table, and the section of the page."""
+    results = context.results(EXPERIMENTS)
+    try:
+        section = write(results, context.out_dir)
+    finally:
+        results.con.close()
+    tables = {TABLE: found} if (found := table_file(TABLE, context.out_dir, " ".join(
+        section.statements))) is not None else {}
+    figures = {FIGURE: replace(found, views=("separation_contamination",))} if (
+        found := figure_file(FIGURE, context.out_dir, section.caption)) is not None else {}
+    output = SectionOutput(
+        KEY, TITLE,
+        "Not a claim of the paper: how often restricted records enter Vera's (sales) and "
+        "Lex's (legal) retrieval at all, per target and top_k; absence, Axis's fan-out "
+        "attribution, insights, reserved types and graph reach.",
+        tables=tables, figures=figures, notes=[section.note] if section.note else [],
+        notebook="separation.ipynb", runs=tuple(section.runs.run_id),
+        views=tuple(v for v in ("separation_contamination", "separation_absence",
+                                "separation_attribution", "separation_reserved",
+                                "separation_insight_read", "separation_underlying_read",
+                                "separation_graph_restricted", "separation_graph_insight",
+                                "separation_insights_generated")),
+        data={"separation": section})
+    return finish(output, context)
+
+
+def write(results, out_dir: Path) -> SeparationSection:
     """Figure into out_dir/figures, table into out_dir/tables (csv, md, tex)."""
     out_dir = Path(out_dir)
     runs = pick_runs(results.runs, tuple(results.selected))

@@ -8,13 +8,16 @@ Table 2. `make scale10x` makes the runs.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
-from fleetprobe.analysis.results import Results
-from fleetprobe.analysis.tables import Table
+from fleetprobe.analysis.base.results import Results
+from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
+from fleetprobe.analysis.base.tables import Table, write_table
+
+KEY, TITLE = "scale", "Scale (10x)"
 
 # (experiment, metric view, kind, label)
 METRICS: tuple[tuple[str, str, str, str], ...] = (
@@ -97,9 +100,27 @@ def scale_table(results: Results) -> Table:
     return Table("scale", "Scale: 10x the paper's population", pd.DataFrame(rows), note)
 
 
-def append_section(reproduction: Path, table: Table) -> None:
-    """The Scale table as the last section of REPRODUCTION.md."""
+def markdown_section(table: Table) -> str:
+    """The Scale table as a section of REPRODUCTION.md."""
     body = f"_{table.note}_" if table.empty else (
         table.frame.to_markdown(index=False) + f"\n\n{table.note}")
-    with Path(reproduction).open("a") as out:
-        out.write(f"\n## {table.title}\n\n{body}\n")
+    return f"## {table.title}\n\n{body}"
+
+
+def build(context: Context) -> SectionOutput:
+    results = context.results(EXPERIMENTS)
+    try:
+        table = replace(scale_table(results),
+                        views=tuple(dict.fromkeys(m for _, m, _, _ in METRICS)))
+        write_table(table, context.out_dir / "tables")
+        runs = tuple(scale_runs(results).run_id)
+    finally:
+        results.con.close()
+    output = SectionOutput(
+        KEY, TITLE,
+        "Leakage and propagation at 10x the paper's population (PostgreSQL + pgvector, 100k "
+        "background memories per tenant) beside the paper-scale canonical runs.",
+        tables={table.name: table}, fragments=[Fragment(REPRODUCTION, 90, markdown_section(
+            table))], notes=[table.note] if table.empty else [],
+        views=tuple(dict.fromkeys(m for _, m, _, _ in METRICS)), runs=runs)
+    return finish(output, context)

@@ -1,4 +1,4 @@
-"""The governance-matrix section of the report, from the traces alone (metrics.sql `matrix_*`).
+"""The governance matrix (beyond the paper), from the traces alone (metrics.sql `matrix_*`).
 
 Per target (a profile of the bundled server, or a live endpoint), from its canonical matrix
 run: a heatmap (principal x path, colour = gap rate, one panel per target), the gap
@@ -10,8 +10,9 @@ and reports/figures/matrix_heatmap.{png,pdf}; without matrix runs the section sa
 
 from __future__ import annotations
 
+import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -24,8 +25,18 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.gridspec import GridSpec  # noqa: E402
 
-from fleetprobe.analysis.stats import rate  # noqa: E402
+from fleetprobe.analysis.base.html import figure_file, table_file  # noqa: E402
+from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
+from fleetprobe.analysis.base.stats import rate  # noqa: E402
 from fleetprobe.policy import PATHS  # noqa: E402
+
+KEY, TITLE = "matrix", "Governance matrix"
+EXPERIMENTS = ("matrix",)
+TABLES = ("matrix_summary", "matrix_cross_tenant", "matrix_paper_rates", "matrix_not_applicable",
+          "matrix_agent_drift", "matrix_gaps")
+VIEWS = ("matrix_canonical", "matrix_summary", "matrix_cells", "matrix_gap_catalogue",
+         "matrix_cross_tenant", "matrix_paper_rates", "matrix_not_applicable",
+         "matrix_agent_drift")
 
 NO_RUNS = ("No matrix runs yet: run `python -m fleetprobe batch params/extended.yaml` (every "
            "profile at full scale) or `PROFILE=hardened make run-matrix` (one profile), then "
@@ -145,6 +156,33 @@ DRIFT = ("Besides, the run's home-less agents were given a home fleet by a searc
          "one fleet (search side effect, wire contract 2.3), and read and write that fleet "
          "from then on (see the drift table).")
 FLAT = "The flat store has no sub-tenant scope at all (the comparand the paper lacks)."
+# Why a backend does what the matrix found, per (backend, path family); a family is the path's
+# first word (search_fleet -> search). docs/backends.md has the mappings.
+BACKEND_MECHANISM: dict[tuple[str, str], str] = {
+    ("langgraph", "get"): "GET by id searches the caller's namespace prefix filtered on the id: "
+                          "an agent's home-fleet prefix holds its fleet-mates' agent namespaces.",
+    ("langgraph", "search"): "A search reads the namespace prefix of every fleet the request "
+                             "names (else the caller's home fleet): any fleet may be named, "
+                             "there is no trust ladder, and a fleet prefix holds its agents' "
+                             "private namespaces.",
+    ("mem0", "get"): "Memory.get(memory_id) takes no identity: any key reads any row, across "
+                     "fleets and tenants (strands-agents/tools#596 adds the check downstream).",
+    ("mem0", "search"): "Search filters are the caller's choice (user_id = tenant, fleet_id "
+                        "in metadata): mem0 has no visibility concept and no trust ladder.",
+    ("crewai", "get"): "get_record(id) takes no scope and no source: any key reads any record, "
+                       "private ones included.",
+    ("crewai", "search"): "Recall runs under the scope path of any fleet named (no trust "
+                          "ladder), matched as a string prefix (crewAIInc/crewAI#7543).",
+}
+MATRIX_WRITE = ("A write lands in the fleet the body names: the backend has no write gate and "
+                "no trust levels.")
+MATRIX_MISS = ("The backend's scope for the caller (its namespace prefix, filters or scope path: "
+               "the fleets named, else its home fleet) leaves out a row the policy lets it read "
+               "(fleet-less rows, scope_org rows, other fleets at trust 2).")
+
+
+BACKEND_PREFIX = "backend-"
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 MISS = {
     "search": "Without a search identity private rows are dropped even for their author "
               "(wire contract 4.3: no identity, visibility <> scope_agent).",
@@ -208,18 +246,43 @@ def reproduction(row: pd.Series) -> str:
     return f"as {_text(row.get('who'))} (X-API-Key of that principal): {text}{answer}"
 
 
-def mechanism(profile: str, path: str, verdict: str) -> str:
-    from fleetprobe.analysis.backends_report import matrix_mechanism  # results imports us
-
-    backend = matrix_mechanism(profile, path, verdict)
-    if backend is not None:  # a memory system behind the wire adapter (docs/backends.md)
-        return backend
+def mechanism(row: pd.Series | object) -> str:
+    """One sentence for a catalogue line: the bundled server's mechanism for a bundled
+    profile (target kind `reference`); for any other target, what it answered."""
+    profile, path, verdict = str(row.profile), row.path, row.verdict
+    if getattr(row, "target_kind", "reference") != "reference":
+        return answered(row)
     if profile == "naive" and verdict == "gap":
         return FLAT
     if verdict == "miss":
         return MISS.get("search" if path.startswith(("search", "recall")) else path,
                         "The path withholds a row the policy lets the caller read.")
     return MECHANISM.get(path, "")
+
+
+def answered(row: pd.Series | object) -> str:
+    """A live, engine or backend target's line, from its trace: the request, the status it
+    answered and what that did; for a backend, its library's documented behaviour beside."""
+    status = getattr(row, "example_status", None)
+    answer = f"HTTP {int(status)}" if pd.notna(status) else "no HTTP answer"
+    op = UUID.sub("<id>", _text(getattr(row, "op", None))) or row.path
+    text = (f"{row.target} answered {op} with {answer} ({int(row.count)} probe(s) by "
+            f"{row.principal}): it {row.what}, which the policy "
+            f"{'denies' if row.verdict == 'gap' else 'requires to return'}; no mechanism is "
+            "known for this target beyond its answers.")
+    backend = str(row.profile)[len(BACKEND_PREFIX):] if str(row.profile).startswith(
+        BACKEND_PREFIX) else None
+    if backend is None:
+        return text
+    if row.verdict == "miss":
+        documented = MATRIX_MISS
+    elif row.path in ("write", "bulk_write", "entity_upsert"):
+        documented = MATRIX_WRITE
+    else:
+        documented = BACKEND_MECHANISM.get(
+            (backend, "search" if row.path.startswith("search") else row.path), "")
+    return f"{text} Documented for {backend} (docs/backends.md): {documented}" if documented \
+        else text
 
 
 def catalogue(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -229,9 +292,12 @@ def catalogue(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
                                      "visibilities", "reproduction", "mechanism"])
     cat["reproduction"] = [reproduction(r) for _, r in cat.iterrows()]
     drifted = set(frames["matrix_agent_drift"].run_id)
+    kinds = dict(zip(frames["runs"].run_id, frames["runs"].target_kind, strict=True))
+    cat["target_kind"] = cat.run_id.map(kinds)
     cat["mechanism"] = [
-        mechanism(str(r.profile), r.path, r.verdict)
-        + (" " + DRIFT if r.run_id in drifted and "homeless" in r.principal else "")
+        mechanism(r)
+        + (" " + DRIFT if r.run_id in drifted and "homeless" in r.principal
+           and r.target_kind == "reference" else "")
         for r in cat.itertuples()]
     path_rank = {p: i for i, p in enumerate(PATH_ORDER)}
     who_rank = {p: i for i, p in enumerate(PRINCIPALS)}
@@ -404,20 +470,26 @@ def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
     return MatrixSection(text, written, [], summ, cat)
 
 
-def rate_rows(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, int]]:
-    """(metric, numerator, denominator) of every matrix run in `con`, for summary.csv."""
-    rows: list[tuple[str, int, int]] = []
-    for r in con.execute("SELECT * FROM matrix_summary ORDER BY run_id").df().itertuples():
-        judged = int(r.probes - r.not_applicable - r.errors)
-        rows += [("matrix_gap_rate", int(r.gaps), judged),
-                 ("matrix_miss_rate", int(r.misses), judged),
-                 ("matrix_cross_tenant_success", int(r.cross_tenant_successes),
-                  int(r.cross_tenant_probes))]
-    paper = con.execute("SELECT * FROM matrix_paper_rates ORDER BY run_id, metric").df()
-    names = {"tenant-key GET exposure (expected deny)": "matrix_paper_get_exposure",
-             "tenant-key GET miss (expected allow)": "matrix_paper_get_miss",
-             "search leak rate (expected deny)": "matrix_paper_search_leak",
-             "search miss rate (expected allow)": "matrix_paper_search_miss"}
-    rows += [(names[r.metric], int(r.numerator), int(r.denominator))
-             for r in paper.itertuples()]
-    return rows
+def build(context: Context) -> SectionOutput:
+    """MATRIX.md, the matrix tables and the heatmap, and the section of the page."""
+    results = context.results(EXPERIMENTS)
+    try:
+        section = write(results.con, context.out_dir)
+    finally:
+        results.con.close()
+    out_dir = context.out_dir
+    runs = tuple(section.summary.run_id) if not section.summary.empty else ()
+    tables = {name: found for name in TABLES
+              if (found := table_file(name, out_dir, "")) is not None}
+    figures = {"matrix_heatmap": replace(found, views=("matrix_cells",))} if (
+        found := figure_file("matrix_heatmap", out_dir, "")) is not None else {}
+    output = SectionOutput(
+        KEY, TITLE,
+        "Every principal (tenant key; agent keys at trust 0-3 by relation to the row; another "
+        "tenant) x every path, judged against the written policy: gaps (returns, reveals or "
+        "changes what the policy denies) and misses per target, the cross-tenant tally, the "
+        "gap catalogue with a reproduction and a mechanism per line. Full text: MATRIX.md.",
+        tables=tables, figures=figures, files=section.paths,
+        notes=[n for n in section.notes if n != NO_RUNS], notebook="matrix.ipynb",
+        views=VIEWS, runs=runs, data={"matrix": section})
+    return finish(output, context)

@@ -4,12 +4,16 @@ canonical faults run, i.e. the latest complete one unless runs were selected).""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
-from fleetprobe.analysis.results import Results
-from fleetprobe.analysis.tables import Table
+from fleetprobe.analysis.base.results import Results
+from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
+from fleetprobe.analysis.base.tables import Table, write_table
+
+KEY, TITLE = "faults", "Faults"
+EXPERIMENTS = ("faults",)
+VIEWS = ("faults_injected", "faults_outages", "faults_retries", "faults_failed_attempts",
+         "faults_checks")
 
 CHECKERS = ("no_lost_writes", "bounded_staleness", "supersession_acyclic", "one_active_head",
             "no_duplicate_rows", "provenance_intact", "failures_accounted")
@@ -69,18 +73,31 @@ def faults_table(results: Results) -> Table:
         "restarted on the same database. Checkers judge the recorded events only "
         "(fleetprobe.checkers); expected on every governed profile: nothing lost, all green.")
     return Table("faults", "Faults: injected faults, retries and history checkers per profile",
-                 frame, note)
+                 frame, note, VIEWS)
 
 
-def markdown_section(results: Results) -> str:
+def markdown_section(table: Table) -> str:
     """The REPRODUCTION.md section (the paper has no faults experiment: no verdicts)."""
-    table = faults_table(results)
     body = f"_{table.note}_" if table.empty else (
         table.frame.drop(columns=["complete"]).to_markdown(index=False) + f"\n\n{table.note}")
     return f"## {table.title}\n\n{body}\n"
 
 
-def append_to_reproduction(results: Results, path: Path) -> None:
-    """Add the faults section at the end of REPRODUCTION.md."""
-    text = path.read_text()
-    path.write_text(text.rstrip("\n") + "\n\n" + markdown_section(results))
+def build(context: Context) -> SectionOutput:
+    results = context.results(EXPERIMENTS)
+    try:
+        table = faults_table(results)
+        write_table(table, context.out_dir / "tables")
+        runs = tuple(results.canonical[results.canonical.experiment == "faults"].run_id)
+        fragment = markdown_section(table)
+    finally:
+        results.con.close()
+    output = SectionOutput(
+        KEY, TITLE,
+        "Not a claim of the paper: the contradiction and provenance workloads under injected "
+        "faults (5xx, 429, resets, latency, kill -9 of the server), judged by history checkers "
+        "that read the recorded events only.",
+        tables={table.name: table}, fragments=[Fragment(REPRODUCTION, 100, fragment)],
+        notes=[table.note] if table.empty else [], notebook="faults.ipynb", views=VIEWS,
+        runs=runs)
+    return finish(output, context)

@@ -1,0 +1,77 @@
+"""`make report` speed: the executed report notebook, every table and figure, REPRODUCTION.md
+and index.html from the committed traces. Target: <= 10 s on an idle 2-core machine, <= 15 s
+at load 2 (issue 22).
+
+Times `make report` several times and prints each wall time, the median and the load
+average before each run (other work on the machine inflates wall time; the figure is only
+comparable with a load written beside it). Then builds the report once in this process and
+prints the CPU seconds of loading the traces and of each section, a figure the machine's
+other load inflates far less; and checks that the build left reports/ as committed.
+
+    .venv/bin/python benchmarks/bench_report.py [--runs 5] [--out /tmp/report-bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def time_make_report(runs: int) -> list[tuple[float, float]]:
+    """(wall seconds, 1-minute load average before the run) per `make report`."""
+    timings = []
+    for _ in range(runs):
+        load = os.getloadavg()[0]
+        started = time.perf_counter()
+        subprocess.run(["make", "--no-print-directory", "report"], cwd=REPO, check=True,
+                       stdout=subprocess.DEVNULL)
+        timings.append((time.perf_counter() - started, load))
+    return timings
+
+
+def section_cpu(out_dir: Path) -> None:
+    from fleetprobe.analysis import report
+    from fleetprobe.analysis.base import db
+
+    started = time.process_time()
+    db.write_database(REPO / "data/traces", out_dir / "traces.duckdb")
+    print(f"  load the traces (DuckDB): {time.process_time() - started:5.2f} CPU-s")
+    built = report.build(REPO / "data/traces", out_dir / "reports")
+    total = 0.0
+    for key, section in built["sections"].items():
+        total += section.cpu_seconds
+        print(f"  section {key:<14} {section.cpu_seconds:5.2f} CPU-s")
+    print(f"  sections total          {total:5.2f} CPU-s "
+          f"(built in {os.cpu_count()} processes at most)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="scratch directory for the CPU breakdown (default: a temp dir)")
+    args = parser.parse_args()
+    timings = time_make_report(args.runs)
+    for i, (wall, load) in enumerate(timings, 1):
+        print(f"make report #{i}: {wall:5.1f} s (load average before: {load:.2f})")
+    walls = [w for w, _ in timings]
+    loads = [load for _, load in timings]
+    print(f"make report: median {statistics.median(walls):.1f} s over {len(walls)} runs "
+          f"(min {min(walls):.1f}, max {max(walls):.1f}); load average median "
+          f"{statistics.median(loads):.2f}; {os.cpu_count()} cores")
+    changed = subprocess.run(["git", "status", "--porcelain", "--", "reports"], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout.strip()
+    print("reports/ as committed" if not changed else f"reports/ changed:\n{changed}")
+    with tempfile.TemporaryDirectory(prefix="bench-report-") as scratch:
+        section_cpu(args.out or Path(scratch))
+
+
+if __name__ == "__main__":  # the report's worker processes import this module's parent
+    main()

@@ -1,0 +1,96 @@
+"""What a report section is given and what it gives back.
+
+A section module (`fleetprobe.analysis.sections.<name>`) has one entry point,
+`build(context) -> SectionOutput`: it reads the traces through `context.results()`, writes its
+own tables, figures and files under `context.out_dir`, and returns them with its Markdown
+fragments (pieces of a shared document such as REPRODUCTION.md, each with an `order` that
+places it) and its HTML fragment. Sections share nothing but the traces, so the report can
+build them in separate processes; everything a section returns is picklable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetprobe.analysis.base import db, html
+from fleetprobe.analysis.base.figures import FigureOutput
+from fleetprobe.analysis.base.results import Results, load_paper_values
+from fleetprobe.analysis.base.tables import Table
+
+REPRODUCTION = "REPRODUCTION.md"
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where the traces are, where the section writes, and which runs were named canonical."""
+
+    traces_root: Path
+    out_dir: Path
+    run_ids: tuple[str, ...] = ()
+    # the traces already loaded into a DuckDB file (`db.write_database`), read-only here;
+    # None: each section parses the traces it needs itself
+    database: Path | None = None
+    # (run directory, lines) of events.jsonl lines that were not JSON, as the sections' loads
+    # found them (each process fills its own copy; the report gathers them)
+    unreadable: list[tuple[str, int]] = field(default_factory=list, compare=False)
+
+    def results(self, experiments: Collection[str] | None = None) -> Results:
+        """The traces as `Results`, with the events of `experiments` only (None: all)."""
+        if self.database is not None:
+            results = Results(db.open_database(self.database), load_paper_values(),
+                              self.run_ids)
+        else:
+            results = Results.load(self.traces_root, self.run_ids or None,
+                                   experiments=experiments)
+        self.unreadable.extend(results.con.execute(
+            "SELECT run_dir, lines FROM unreadable_lines").fetchall())
+        return results
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """A block of a shared Markdown document; blocks are joined in `order`, then by section
+    registration order, one blank line apart."""
+
+    document: str
+    order: int
+    text: str
+
+
+@dataclass
+class SectionOutput:
+    key: str
+    title: str
+    sentence: str = ""
+    tables: dict[str, Table] = field(default_factory=dict)
+    figures: dict[str, FigureOutput] = field(default_factory=dict)
+    fragments: list[Fragment] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)  # other files written (e.g. MATRIX.md)
+    html: str = ""  # the section's body on reports/index.html (below its heading)
+    paper: str = ""  # the paper section(s) it answers, e.g. "8.1; 9.1"
+    notebook: str = ""  # the executed notebook under out_dir that shows the experiment
+    views: tuple[str, ...] = ()  # the metric views of metrics.sql it reads
+    runs: tuple[str, ...] = ()  # the runs (trace folders) it rests on
+    data: dict[str, Any] = field(default_factory=dict)  # what a notebook or the report reuses
+    cpu_seconds: float = 0.0  # CPU time its build took (benchmarks/bench_report.py prints it)
+
+
+def compose(fragments: Sequence[Fragment], document: str) -> str:
+    """The document from its fragments: by order (stable), one blank line apart."""
+    blocks = sorted((f for f in fragments if f.document == document), key=lambda f: f.order)
+    return "\n\n".join(f.text.strip("\n") for f in blocks) + "\n"
+
+
+def finish(output: SectionOutput, context: Context, table_names: Sequence[str] | None = None,
+           figure_names: Sequence[str] | None = None) -> SectionOutput:
+    """Render the section's HTML fragment from what it built (unless it rendered its own)."""
+    if not output.html:
+        output.html = html.section_body(
+            output.sentence, output.paper, output.tables, output.figures, context.out_dir,
+            context.traces_root, output.notebook, output.views, output.runs,
+            table_names, figure_names)
+    return output

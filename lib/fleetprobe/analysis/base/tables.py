@@ -1,0 +1,70 @@
+"""A report table and how it is written (csv, md, tex), with the small formatting helpers the
+sections' tables share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from fleetprobe.analysis.base.results import Results
+from fleetprobe.analysis.base.stats import fmt_rate, rate
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    frame: pd.DataFrame
+    note: str = ""
+    # the metric views of metrics.sql the table is computed from (shown beside it)
+    views: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return self.frame.empty
+
+
+def write_table(table: Table, out_dir: Path) -> list[Path]:
+    """<name>.csv, <name>.md and <name>.tex; an empty table says why in md and tex."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path, tex_path = (out_dir / f"{table.name}.{ext}" for ext in ("csv", "md", "tex"))
+    table.frame.to_csv(csv_path, index=False)
+    body = f"_{table.note}_" if table.empty else table.frame.to_markdown(index=False)
+    note = f"\n\n{table.note}" if table.note and not table.empty else ""
+    md_path.write_text(f"## {table.title}\n\n{body}{note}\n")
+    tex = (f"% {table.note}\n" if table.empty else
+           table.frame.to_latex(index=False, escape=True, caption=table.title,
+                                label=f"tab:{table.name}"))
+    tex_path.write_text(tex)
+    return [csv_path, md_path, tex_path]
+
+
+def per_canonical_run(results: Results, experiment: str, view: str) -> pd.DataFrame:
+    """A view's rows for every canonical run of an experiment, with the run's profile."""
+    runs = results.canonical[results.canonical.experiment == experiment]
+    frame = results.view(view, list(runs.run_id))
+    frame.insert(0, "profile", frame.run_id.map(runs.set_index("run_id").profile))
+    return frame.sort_values(["profile", "run_id"], kind="stable").reset_index(drop=True)
+
+
+def readable_trust_and_relation(frame: pd.DataFrame) -> pd.DataFrame:
+    """The tenant key has no trust level and no relation (tenant-wide authority)."""
+    frame = frame.reset_index(drop=True).copy()
+    frame["trust"] = [("-" if pd.isna(t) else str(int(t))) for t in frame.trust]
+    frame["relation"] = frame.relation.fillna("tenant-wide")
+    return frame
+
+
+def k_of_n(k: int, n: int) -> str:
+    return fmt_rate(rate(int(k), int(n)), with_value=False)
+
+
+def empty_note(frame: pd.DataFrame, note: str) -> str:
+    return f"Not available: {note}." if frame.empty else ""
+
+
+def markdown_or_note(frame: pd.DataFrame, note: str) -> str:
+    return f"_{note}._" if frame.empty else frame.to_markdown(index=False)

@@ -1,0 +1,181 @@
+"""The verdict: every claim of paper_values.yaml beside the reproduced number (Table 2, the
+profiles side by side, and the head and the runs of REPRODUCTION.md).
+
+The judging itself is `base.claims` (a pure function of the traces); this section shows it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, replace
+
+import pandas as pd
+
+from fleetprobe.analysis.base import claims as verdicts
+from fleetprobe.analysis.base.claims import (
+    DIFFERS,
+    NOT_COMPARABLE,
+    NOT_MEASURED,
+    REPRODUCED,
+    Verdict,
+)
+from fleetprobe.analysis.base.labels import claim_profiles
+from fleetprobe.analysis.base.results import ABLATION, PROFILES, Results
+from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
+from fleetprobe.analysis.base.tables import Table, empty_note, write_table
+
+KEY, TITLE = "verdict", "Table 2"
+EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation")
+TABLE2_EXCLUDED_PREFIXES = ("table3_", "reprobe_")
+
+
+def build(context: Context) -> SectionOutput:
+    results = context.results(EXPERIMENTS)
+    try:
+        judged = verdicts.judge_all(results)
+        claim_views = tuple(dict.fromkeys(c["metric"] for c in results.claims))
+        tables = [
+            replace(table2(judged), views=tuple(dict.fromkeys(
+                c["metric"] for c in results.claims
+                if not c["id"].startswith(TABLE2_EXCLUDED_PREFIXES)))),
+            replace(profiles(results), views=claim_views),
+        ]
+        for table in tables:
+            write_table(table, context.out_dir / "tables")
+        output = SectionOutput(
+            KEY, TITLE,
+            "Each row of the paper's Table 2 beside the reproduced value from the canonical "
+            "run of the state the paper measured, with the verdict and its basis; then the "
+            "same metrics for every server profile, each from its canonical run.",
+            tables={t.name: t for t in tables}, paper="8; 9", views=claim_views,
+            fragments=[Fragment(REPRODUCTION, 10, head(judged)),
+                       Fragment(REPRODUCTION, 80, "\n".join(["## Runs", "", *runs_section(
+                           results)]))],
+            runs=tuple(sorted({r for v in judged for r in v.run_ids})),
+            data={"verdicts": judged, "canonical": results.canonical,
+                  "claim_profiles": sorted(claim_profiles(results))})
+        return finish(output, context)
+    finally:
+        results.con.close()
+
+
+def head(judged: list[Verdict]) -> str:
+    counts = pd.Series([v.status for v in judged]).value_counts()
+    summary = ", ".join(f"{counts.get(s, 0)} {s}"
+                        for s in (REPRODUCED, DIFFERS, NOT_COMPARABLE, NOT_MEASURED))
+    claims = pd.DataFrame([asdict(v) for v in judged])
+    claims["claim"] = claims.label + " (" + claims.section + ")"
+    claims["runs"] = claims.run_ids.map(lambda ids: ", ".join(ids) or "-")
+    return "\n".join([
+        "# Paper versus reproduction",
+        "",
+        f"Generated from the traces by `fleetprobe.analysis` ({summary}). Rates are "
+        "`reproduced` when the paper's and the measured 95% Wilson intervals overlap, and the "
+        "`basis` column says what a reproduced claim rests on: `mechanism` (the server's rule "
+        "gives the paper's count), `workload construction` (the workload fixes the number, "
+        "whatever the system does) or `interval overlap only` (the point estimates differ); "
+        "latencies follow the latency rule below. Each claim is "
+        "compared with the canonical run for its experiment and profile "
+        "(latest complete run at paper scale with the paper's configuration, "
+        "paper_values.yaml `headline_params`, unless runs were selected explicitly); every "
+        "other target label (a live endpoint, another engine) is judged against each claim "
+        "its runs measure, in rows of its own.",
+        "",
+        claims[["claim", "profile", "paper", "measured", "status", "basis", "reason", "runs"]]
+        .to_markdown(index=False),
+    ])
+
+
+def table2(judged: list[Verdict]) -> Table:
+    """Table 2, every row: the paper's value, the reproduced one, the verdict and the run."""
+    rows = [{"experiment": v.claim_id.split("_", 1)[0], "metric": v.label, "paper": v.paper,
+             "reproduced": v.measured, "verdict": v.status, "basis": v.basis,
+             "run": ", ".join(v.run_ids)}
+            for v in judged if not v.claim_id.startswith(TABLE2_EXCLUDED_PREFIXES)]
+    return Table("table2", "Table 2: headline results, paper vs reproduction",
+                 pd.DataFrame(rows),
+                 "Rates k/n = value [95% Wilson CI]; latencies in ms. Each row is the canonical "
+                 "run of the paper's state (profile memclaw-2026-05-30); leakage rows use the "
+                 "documented variant (fleet_id x fleet_ids), the other variants are in the "
+                 "search-leak hypothesis table. basis: what a reproduced row rests on "
+                 "(mechanism, workload construction, interval overlap only); REPRODUCTION.md "
+                 "gives the reason for each.")
+
+
+def profiles(results: Results) -> Table:
+    """The same metrics for every server profile, each from its canonical run."""
+    present = [p for p in PROFILES if p in set(results.canonical.profile)]
+    others = sorted(set(results.canonical.profile) - set(PROFILES))
+    columns = present + others
+    rows = []
+    for claim in results.claims:
+        if claim["kind"] not in ("rate", "latency", "admission"):
+            continue
+        label = claim["label"] + (" [own run; not compared]" if claim["kind"] == "latency"
+                                  else "")
+        row = {"metric": label, "paper": verdicts.paper_text(claim)}
+        for profile in columns:
+            row[profile] = _measured_text(results, claim, profile)
+        rows.append(row)
+    frame = pd.DataFrame(rows) if columns else pd.DataFrame()
+    return Table("profiles", "Profiles side by side (each from its canonical run)", frame,
+                 empty_note(frame, "no runs in the traces") or
+                 "The paper column is the 2026-05-30 measurement (re-probe rows: 2026-05-31). "
+                 "Latency rows are not a comparison between profiles: each column is its own "
+                 "run, taken at another time under different load on a shared machine, and no "
+                 "two profiles were timed under the same conditions (Fig. 4 draws one run for "
+                 "that reason); none is comparable with the paper's memclaw.net latencies.")
+
+
+def runs_section(results: Results) -> list[str]:
+    """The canonical (headline) runs and every ablation run, with what differs; a count of
+    the runs left out (older or smaller runs with the paper's configuration)."""
+    columns = ["experiment", "profile", "role", "run_id", "differs", "target_kind", "complete",
+               "paper_scale", "basis"]
+    canonical = results.canonical.assign(
+        role=[f"{ABLATION} (selected)" if r == ABLATION else "headline"
+              for r in results.canonical.role])
+    others = results.runs[(results.runs.role == ABLATION)
+                          & ~results.runs.run_id.isin(canonical.run_id)].assign(basis="-")
+    shown = pd.concat([canonical, others], ignore_index=True)
+    if shown.empty:
+        return ["_no runs in the traces._", ""]
+    shown["differs"] = shown.differs.replace("", "-")
+    shown = shown.assign(is_ablation=shown.role.str.startswith(ABLATION)).sort_values(
+        ["experiment", "profile", "is_ablation", "run_id"])[columns]
+    lines = ["Headline runs have the paper's configuration (paper_values.yaml "
+             "`headline_params`); ablation runs differ as the `differs` column says.", "",
+             shown.to_markdown(index=False), "",
+             *versions_section(results.runs[results.runs.run_id.isin(shown.run_id)])]
+    left_out = len(results.runs) - len(shown)
+    if left_out:
+        lines += [f"{left_out} other run(s) under the traces root (older or smaller runs with "
+                  "the paper's configuration) are not used.", ""]
+    return lines
+
+
+def versions_section(runs: pd.DataFrame) -> list[str]:
+    """The library versions the shown runs recorded in their manifests (`packages`), one row
+    per distinct set, so a reader sees what the evidence was made with."""
+    if "packages" not in runs or runs.empty:
+        return []
+    sets = runs.packages.fillna("{}").value_counts().sort_index()
+    rows = [{**json.loads(text), "runs": int(count)} for text, count in sets.items()
+            if json.loads(text)]
+    if not rows:
+        return []
+    frame = pd.DataFrame(rows).fillna("-")
+    return ["Library versions the runs recorded (manifest `packages`):", "",
+            frame.to_markdown(index=False), ""]
+
+
+def _measured_text(results: Results, claim: dict, profile: str) -> str:
+    run = results.canonical_run(verdicts.experiment_of(claim), profile)
+    if run is None:
+        return "-"
+    if claim["kind"] == "latency":
+        return verdicts.fmt_latency(results.measured_latency(claim["metric"], run.run_id),
+                                    verdicts.latency_keys(claim))
+    return verdicts.fmt_rate(results.measured_rate(claim["metric"], run.run_id))
+
+
