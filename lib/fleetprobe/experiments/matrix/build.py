@@ -352,9 +352,12 @@ async def _census_agent(ctx: RunContext, w: Wire, a: PrincipalSpec, step: str) -
 
 
 async def _census_rows(ctx: RunContext, w: Wire, owner: str) -> None:
+    """The owner's listing (MemClaw's list reads as the agent it names), then each row it
+    left out read back by id with the tenant key (e.g. the owner's row outside its home)."""
     spec = world(ctx).principals[owner]
     cred = w.creds[f"{spec.tenant}.tk"]
     cursor = None
+    seen: set[str] = set()
     for _ in range(20):
         query = {"agent_id": w.agent_ids[owner], "include_deleted": "true", "limit": 500}
         if cursor:
@@ -362,16 +365,17 @@ async def _census_rows(ctx: RunContext, w: Wire, owner: str) -> None:
         result = await ctx.client.list_memories(cred, **query)
         ctx.record("setup", result, step="census", who=owner)
         if note_unsupported(w, "list", result) is not None:
-            await _census_by_id(ctx, w, owner)
-            return
+            break
         for item in body_field(result.body, "items") or []:
             key = w.row_of.get(item.get("id"))
             if key is None:
                 continue
+            seen.add(key)
             _census_row(ctx, w, spec.tenant, key, item, "list")
         cursor = body_field(result.body, "next_cursor")
         if not cursor:
-            return
+            break
+    await _census_by_id(ctx, w, owner, seen)
 
 
 def _census_row(ctx: RunContext, w: Wire, tenant: str, key: str, item: dict[str, Any],
@@ -382,13 +386,14 @@ def _census_row(ctx: RunContext, w: Wire, tenant: str, key: str, item: dict[str,
                row_status=item.get("status"), deleted=key in w.deleted, source=source)
 
 
-async def _census_by_id(ctx: RunContext, w: Wire, owner: str) -> None:
-    """No listing (a backend adapter): each of the owner's rows read back by id with its
-    tenant key, the backend's own account of where the row lives."""
+async def _census_by_id(ctx: RunContext, w: Wire, owner: str, seen: set[str]) -> None:
+    """The owner's rows the listing did not show (all of them where a backend has no
+    listing), each read back by id with its tenant key: the target's own account of where
+    the row lives. A deleted row stays unseen (no GET returns it)."""
     spec = world(ctx).principals[owner]
     cred = w.creds[f"{spec.tenant}.tk"]
-    keys = [r.key for r in world(ctx).rows.values()
-            if r.owner == owner and r.key in w.memory_ids]
+    keys = [r.key for r in world(ctx).rows.values() if r.owner == owner
+            and r.key in w.memory_ids and r.key not in seen and r.key not in w.deleted]
     for key in keys:
         result = await ctx.client.get(cred, w.memory_ids[key])
         ctx.record("setup", result, step="census", who=owner, row_key=key)

@@ -45,7 +45,9 @@ WHAT_GAP = {
 }
 WHAT_GAP_PATH = {"agent_read": "returns the agent record",
                  "entity_upsert": "writes an entity into the fleet"}
-_IDS = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|fp[0-9a-f]+-\S+",
+# what differs between two answers to the same request without telling existence apart: ids,
+# and any quoted name (an agent, a fleet, 'none'), which may name the caller, not the row
+_IDS = re.compile(r"'[^']*'|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
                   re.IGNORECASE)
 
 
