@@ -3,9 +3,9 @@
 A principal whose record a probe can change, by what MemClaw documents (search and recall
 with an agent identity register an unknown agent id and give a home-less agent the fleet it
 names), has its probes sent in one lane, one after another, so the order in which they were
-answered is the order of their events; after each of its searches and recalls (and after
-every probe of an unregistered id) its record is read back (`observe`, step `agent`), and the
-checker judges every later probe with the record as the target then held it. Every other
+answered is the order of their events; after each of them its record is read back
+(`observe`, step `agent`), and the checker judges that probe and every later one with the
+record as the target then held it. Every other
 probe is sent on its own, side by side (their principals' records are read again after the
 probes, `drift`: a change there is reported too).
 
@@ -64,10 +64,6 @@ from fleetprobe.runner import (
 )
 
 LIFTED_RATE = "1000000/minute"
-# paths after which the caller's agent record is read back (MemClaw: search and recall with
-# an agent identity register an unknown agent and may set a home-less agent's home fleet)
-OBSERVED_PATHS = ("search", "search_fleet", "search_fleets", "search_singular", "search_agent",
-                  "recall", "recall_agent", "recall_fleet", "recall_fleets")
 NA_NAMED = ("the tenant is asserted (X-Tenant-ID): naming the row's tenant is speaking as "
             "that tenant, so there is no tenant boundary to cross")
 NA_WHOAMI = ("the agent identity is asserted (X-Agent-ID): naming another agent is speaking "
@@ -132,8 +128,9 @@ def sequential(who: PrincipalSpec) -> bool:
 
 
 def observed(plan: MatrixPlan, probe: ProbeSpec) -> bool:
-    who = plan.principals[probe.who]
-    return sequential(who) and (probe.path in OBSERVED_PATHS or not who.registered)
+    """Every probe of such a principal is followed by a read of its record, so a change is
+    laid at the probe that made it (a home-less agent's write into a fleet may home it too)."""
+    return sequential(plan.principals[probe.who])
 
 
 def controls_of(probes: list[ProbeSpec]) -> list[tuple[str, str, str | None]]:
