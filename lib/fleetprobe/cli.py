@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from fleetprobe.targets import TargetError
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
+EXIT_INCOMPLETE = 3  # the run ended but could not do all it planned (manifest says why)
 EXIT_INTERRUPTED = 130
 
 
@@ -103,7 +105,17 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_INTERRUPTED
     print(run_dir)
-    return 0
+    return _exit_code_of(run_dir)
+
+
+def _exit_code_of(run_dir: Path) -> int:
+    """0 for a complete run; EXIT_INCOMPLETE, with the manifest's reason on stderr, else."""
+    manifest = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8"))
+    if manifest.get("complete"):
+        return 0
+    print(f"fleetprobe: the run is incomplete: {manifest.get('incomplete_reason')}",
+          file=sys.stderr)
+    return EXIT_INCOMPLETE
 
 
 def _report(argv: list[str]) -> int:

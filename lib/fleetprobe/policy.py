@@ -14,7 +14,10 @@ Words used throughout:
   `tenant` (tenant credential of the row's tenant) and `other_tenant`;
 - decision: `allow` (a path that must return the row does so), `may` (allowed, but a
   discovery path may leave it out: MemClaw's list and search drop `scope_agent` rows for a
-  caller without identity), `deny`.
+  caller without identity), `deny`;
+- an unregistered agent: an agent id the tenant never registered (no record, so no trust
+  and no home fleet). Nobody approved it: it is judged as a home-less agent at trust 0
+  (`UNREGISTERED`), so it reads only what any agent of the tenant may read and writes nothing.
 """
 
 from __future__ import annotations
@@ -101,13 +104,21 @@ PATHS: dict[str, PathRule] = {
     "search_agent": PathRule("read", discovery=True, hides_stale=True, must_return=True,
                              own_filter_only=True),
     "recall": PathRule("read", discovery=True, hides_stale=True, must_return=True),
+    "recall_agent": PathRule("read", discovery=True, hides_stale=True, must_return=True,
+                             own_filter_only=True),
+    "recall_fleet": PathRule("read", discovery=True, hides_stale=True, must_return=True),
+    "recall_fleets": PathRule("read", discovery=True, hides_stale=True, must_return=True),
     "entity": PathRule("read", must_return=True),
     "agent_read": PathRule("read", must_return=True),
     "dup_exact": PathRule("reveal"),
     "dup_near": PathRule("reveal"),
+    "dup_fast": PathRule("reveal"),
+    "dup_exact_fleet": PathRule("reveal"),
+    "dup_near_fleet": PathRule("reveal"),
     "bulk_attempt": PathRule("reveal"),
     "idempotency": PathRule("reveal"),
     "patch": PathRule("change"),
+    "patch_content": PathRule("change"),
     "patch_status": PathRule("change"),
     "delete": PathRule("change"),
     "after_redistribute": PathRule("change"),
@@ -128,6 +139,15 @@ class Principal:
     agent_id: str | None = None
     trust: int = 0
     home: str | None = None
+    registered: bool = True
+
+
+# An agent id the tenant never registered: no approval, no home fleet.
+UNREGISTERED_TRUST = 0
+
+
+def unregistered(tenant: str, agent_id: str) -> Principal:
+    return Principal(tenant, "agent", agent_id, UNREGISTERED_TRUST, None, registered=False)
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,9 @@ class Manifest:
     complete: bool = False
     incomplete_reason: str | None = "running"
     skipped: list[dict[str, str]] = field(default_factory=list)
+    # what the run planned and could not do (principals, rows, probes it never sent): any
+    # entry makes the finished run incomplete, with these reasons
+    shortfalls: list[str] = field(default_factory=list)
     # op -> {"reason", "count"}: requests the target answered "not supported by this backend"
     not_applicable: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -274,6 +277,11 @@ class Trace:
         self.manifest.skipped.append({"probe": probe, "reason": reason})
         self.write_manifest()
 
+    def shortfall(self, reason: str) -> None:
+        """Something the run planned and could not do: the run will finish incomplete."""
+        self.manifest.shortfalls.append(self.redact(reason))
+        self.write_manifest()
+
     def write_manifest(self) -> None:
         with self._lock:
             self.manifest.executed = dict(self._executed)
@@ -284,7 +292,10 @@ class Trace:
             os.replace(tmp, self.manifest_path)
 
     def finish(self, complete: bool, reason: str | None = None) -> None:
-        """Final manifest: complete, or incomplete with the reason; closes the event log."""
+        """Final manifest: complete, or incomplete with the reason; closes the event log. A
+        run with shortfalls is incomplete even when it ran to its end."""
+        if complete and self.manifest.shortfalls:
+            complete, reason = False, "; ".join(self.manifest.shortfalls)
         self.manifest.ended_at = iso(utc_now())
         self.manifest.complete = complete
         self.manifest.incomplete_reason = None if complete else self.redact(reason or "unknown")

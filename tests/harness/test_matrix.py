@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from fleetprobe import load_params, policy, run_experiment
+from fleetprobe import cli, load_params, policy, run_experiment
 from fleetprobe.analysis.base import db
 from fleetprobe.analysis.sections import matrix as matrix_report
-from fleetprobe.experiments import matrix_check
+from fleetprobe.experiments.matrix import check as matrix_check
+from fleetprobe.experiments.matrix import run as matrix_run
 from fleetprobe.policy import ALLOW, DENY, MAY, Principal, Row
-from fleetprobe.targets import target_for_server
+from fleetprobe.targets import TargetParams, live_target, target_for_server
 
 from .traces import KEY_LIKE, REPO, events, manifest
 
@@ -25,6 +26,7 @@ from .traces import KEY_LIKE, REPO, events, manifest
 pytestmark = pytest.mark.timeout(1800)
 
 SMOKE = REPO / "params/smoke/matrix.yaml"
+TRIM = ["fleets=2", "random_probes=150", "sweeps=false", "enumerate_trusts=[1, 2]"]
 LIFTED = ("--write-rate", "1000000/minute", "--search-rate", "1000000/minute",
           "--bulk-rate", "1000000/minute")
 PROFILES = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "naive", "hardened")
@@ -214,8 +216,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     for profile in PROFILES:
         with ReferenceServer(profile=profile, extra_args=LIFTED) as server:
             params = load_params(SMOKE, [f"traces_root={root}", f"target.profile={profile}",
-                                         "fleets=2", "random_probes=150", "sweeps=false",
-                                         "enumerate_trusts=[1, 2]"])
+                                         *TRIM])
             out[profile] = run_experiment("matrix", params,
                                           target=target_for_server(server, profile))
     yield out
@@ -232,7 +233,8 @@ def tally(run_dir: Path) -> Counter:
 def test_hardened_has_no_gap_no_miss_no_cross_tenant_success(runs: dict[str, Path]) -> None:
     run = runs["hardened"]
     counts = tally(run)
-    bad = [v for v in verdicts_of(run) if v["verdict"] in ("gap", "miss", "error", "n/a")]
+    bad = [v for v in verdicts_of(run) if v["verdict"] in ("gap", "miss", "error", "side_effect")
+           or (v["verdict"] == "n/a" and v["what"] != matrix_run.NA_GHOST)]
     assert bad == [], bad[:5]
     assert counts["ok"] > 1000
     assert sum(v["cross_tenant"] for v in verdicts_of(run)) > 50
@@ -273,7 +275,10 @@ def test_memclaw_2026_05_30_shows_the_get_by_id_gap(runs: dict[str, Path]) -> No
 
 def test_proposed_keeps_gaps_the_hardened_profile_closes(runs: dict[str, Path]) -> None:
     gaps = {v["path"] for v in verdicts_of(runs["proposed"]) if v["verdict"] == "gap"}
-    assert {"search_agent", "patch_status", "entity_upsert", "idempotency"} <= gaps
+    assert {"search_agent", "patch_status", "entity_upsert"} <= gaps
+    # a reused Idempotency-Key answers "reused": it tells that the key exists, not the row
+    oracles = {v["path"] for v in verdicts_of(runs["proposed"]) if v["verdict"] == "oracle"}
+    assert "idempotency" in oracles
     assert not any(v["cross_tenant"] and v["verdict"] == "gap"
                    for p in PROFILES for v in verdicts_of(runs[p]))
 
@@ -314,3 +319,126 @@ def test_report_without_matrix_runs(tmp_path: Path) -> None:
         con.close()
     assert "No matrix runs yet" in (tmp_path / "out/MATRIX.md").read_text()
     assert section.notes
+
+
+# -- what an answer reveals, existence oracles, side effects, malformed probes ----------------
+
+
+def control(path: str, status: int, error: str | None, who: str = "A.f0t1") -> dict:
+    return {"phase": "control", "who": who, "path": path, "variant": None, "status": status,
+            "error": error}
+
+
+def test_existence_oracles_are_their_own_category() -> None:
+    world = census(("sib", row("scope_agent", owner="A.f0t2")))
+    denied = probe("patch", "sib", False, status=403, error="403 may only update its own rows")
+    # the same refusal for an id that does not exist: nothing learnt
+    same = control("patch", 403, "403 may only update its own rows")
+    assert verdicts(world, same, denied) == [("patch", "ok", None)]
+    [(path, verdict, what)] = verdicts(world, control("patch", 404, "404 Memory not found"),
+                                       denied)
+    assert (path, verdict) == ("patch", "oracle") and "404 Memory not found" in what
+    # an idempotency answer that says only "the key exists" is an oracle, not an id reveal
+    key = probe("idempotency", "sib", False, status=422, got="exists",
+                error="422 Idempotency-Key reused with a different request body")
+    assert verdicts(world, key) == [("idempotency", "oracle", "reveals that the key exists")]
+
+
+def test_a_probe_is_judged_by_the_agent_as_the_target_held_it_when_it_answered() -> None:
+    homeless = agent(1, None, "A.ht1")
+    world = census(("team", row(owner="A.f0t2")), agents=(homeless,))
+    found = probe("search_fleet", "team", True, who="A.ht1", fleets="fleet-1")
+    rehomed = {"phase": "observe", "step": "agent", "probe_id": found["probe_id"],
+               "who": "A.ht1", "tenant": "A", "credential": "agent", "trust": 1,
+               "home": "fleet-1", "registered": True, "status": 200}
+    # before the search the home-less trust-1 agent may not read fleet-1's team row; the
+    # search homed it there first, so the answer is in scope and the re-homing is reported
+    assert verdicts(world, found) == [("search_fleet", "gap", "returns the row")]
+    assert verdicts(world, found, rehomed) == [
+        ("search_fleet", "ok", None),
+        ("search_fleet", "side_effect", "re-homes the agent from none to fleet-1")]
+    later = probe("get", "team", True, who="A.ht1")
+    assert verdicts(world, found, rehomed, later)[-1] == ("get", "ok", None)
+
+
+def test_unregistered_ids_and_malformed_probes() -> None:
+    world = census(("team", row(owner="A.f0t2")), ("open", row(fleet=None)))
+    world.append({"phase": "census_agent", "step": "before", "who": "A.g0", "tenant": "A",
+                  "credential": "agent", "trust": None, "home": None, "registered": False})
+    [v] = matrix_check.judge(world + [probe("get", "team", True, who="A.g0")])
+    assert (v["principal"], v["verdict"]) == ("unregistered homeless", "gap")
+    assert verdicts(world, probe("get", "open", True, who="A.g0")) == [("get", "ok", None)]
+    assert verdicts(world, probe("write", "team", True, who="A.g0", status=201,
+                                 got="fleet-1")) == [("write", "gap", "writes into the fleet")]
+    [bad] = matrix_check.judge(world + [probe("write", "team", False, status=422,
+                                              error="422 agent_id is required")])
+    assert bad["verdict"] == "error" and "malformed" in bad["what"]
+
+
+# -- asserted identity (MemClaw's engine shape), and honest completeness -----------------------
+
+
+@pytest.fixture(scope="module")
+def headers_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The `memclaw-2.29` profile demanding header identity, spoken to as a live target."""
+    from reference_server.process import ReferenceServer
+
+    root = tmp_path_factory.mktemp("matrix-headers")
+    with ReferenceServer(profile="memclaw-2.29", extra_args=LIFTED, auth="headers") as srv:
+        env = {"MEMCLAW_API_URL": srv.base_url, "MEMCLAW_TENANT_ID": "selfhosted-tenant"}
+        params = load_params(SMOKE, [f"traces_root={root}", "target.kind=live",
+                                     "target.auth=headers", "target.label=headers 2.29", *TRIM,
+                                     "client.writes_per_s=null", "client.bulk_per_s=null",
+                                     "client.searches_per_s=null"])
+        target = live_target(TargetParams.model_validate(params["target"]), env)
+        return run_experiment("matrix", params, target=target)
+
+
+def test_asserted_identity_builds_every_principal_and_crosses_no_tenant(
+        headers_run: Path) -> None:
+    m = manifest(headers_run)
+    assert m["complete"], m["incomplete_reason"]
+    assert m["shortfalls"] == [] and m["executed"]["probe"] == m["planned"]["probe"]
+    steps = Counter(e["step"] for e in events(headers_run, "setup"))
+    assert steps["register"] > 0 and steps["provision"] == 0  # agents made by a write
+    assert all(e["status"] == 201 for e in events(headers_run, "setup", step="register"))
+    judged = verdicts_of(headers_run)
+    na = Counter(v["what"] for v in judged if v["verdict"] == "n/a")
+    assert set(na) == {matrix_run.NA_NAMED, matrix_run.NA_WHOAMI}, na
+    cross = [v for v in judged if v["cross_tenant"] and v["verdict"] not in ("n/a", "error")]
+    assert cross and not [v for v in cross if v["verdict"] == "gap"]
+    assert not [v for v in judged if v["verdict"] in ("error", "miss")]
+
+
+def test_side_effects_on_asserted_identities_are_findings(headers_run: Path) -> None:
+    """MemClaw registers an unknown agent id on its first search and homes a home-less agent
+    in the one fleet its search names: each is a side effect, and the probe is judged as the
+    agent the target then held (never a gap from the state before)."""
+    effects = [v for v in verdicts_of(headers_run) if v["verdict"] == "side_effect"]
+    whats = {v["what"].split(" at ")[0].split(" from ")[0] for v in effects}
+    assert {"registers the unknown agent id", "re-homes the agent"} <= whats
+    observed = events(headers_run, "observe", step="agent")
+    assert observed and all(e["status"] in (200, 404) for e in observed)
+
+
+def test_a_run_missing_principals_is_incomplete_and_the_cli_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """A managed gateway gives one key per tenant: without the second tenant's key its
+    principals are missing, the run is incomplete with the reason, and `run` exits 3."""
+    from reference_server.process import ReferenceServer
+
+    with ReferenceServer(profile="hardened", extra_args=LIFTED) as srv:
+        tenant_id, key = srv.create_tenant()
+        for name, value in (("MEMCLAW_API_URL", srv.base_url), ("MEMCLAW_API_KEY", key),
+                            ("MEMCLAW_TENANT_ID", tenant_id)):
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("MEMCLAW_OTHER_TENANT_ID", raising=False)
+        code = cli.main(["run", "matrix", "--params", str(SMOKE), "--set",
+                         f"traces_root={tmp_path}", "--set", "target.kind=live", "--set",
+                         "enumerated=false", "--set", "fleets=2", "--set", "random_probes=60",
+                         "--set", "cross_tenant_share=0.5"])
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_INCOMPLETE
+    m = manifest(Path(out.strip()))
+    assert not m["complete"] and "principal B." in m["incomplete_reason"]
+    assert "incomplete" in err and m["executed"]["probe"] < m["planned"]["probe"]

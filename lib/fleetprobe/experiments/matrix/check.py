@@ -1,22 +1,32 @@
 """The `matrix` checker: a pure function from recorded events to verdicts.
 
 It reads only what was observed: the principals' trust and home fleet (`census_agent`, as
-the target reported them), the rows' fleet, visibility, owner, status and deletion
-(`census_row`), and each probe's outcome (`probe`, `observe`, `paper`), and judges every
-probe against `fleetprobe.policy`. Verdicts:
+the target reported them, and `observe` after each probe that may change them), the rows'
+fleet, visibility, owner, status and deletion (`census_row`), each probe's outcome
+(`probe`, `observe`, `paper`) and the answers to probes of ids that do not exist
+(`control`), and judges every probe against `fleetprobe.policy` with the principal as the
+target held it when it answered (a probe that re-homed or registered its own agent is judged
+as that agent afterwards: the engine changes the agent first, then answers). Verdicts:
 
 - `gap`: the path returned, revealed or changed what the policy denies;
 - `miss`: a path that must return the row withheld what the policy allows;
 - `refused`: a change the policy allows was refused (stricter than the policy, not a miss);
-- `n/a`: the target has no such endpoint (its own words in `what`), or a backend adapter
-  answered that its memory system has no equivalent of the probe or of the world-building
-  step the probe needs (`not_applicable`, docs/backends.md): neither a pass nor a failure;
-- `error`: no answer (transport error) or the probe's subject was never observed;
+- `oracle`: a denied probe whose answer tells "exists" from "does not exist": it differs
+  from the answer to the same probe of an id that does not exist, or it reveals that a key
+  exists without revealing a row (an existence oracle, not a row disclosure);
+- `side_effect` (a verdict of its own, `<probe_id>+effect`): the probe changed a principal
+  (registered an unknown agent id, re-homed an agent, changed its trust);
+- `n/a`: not applicable with the reason: the target has no such endpoint (its own words in
+  `what`), a backend answered that it has no equivalent, the probe means nothing under the
+  target's credential shape, or the target did not keep what the probe needs (an entity link);
+- `error`: no answer (transport error), an answer rejecting the probe as malformed (422:
+  a harness defect, never a governance answer), or the probe's subject was never observed;
 - `ok`: everything else.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,6 +35,8 @@ from fleetprobe.policy import ALLOW, DENY, PATHS, Principal, Row
 
 NA_STATUSES = (404, 405, 501)
 NA_MESSAGES = ("Not Found", "Method Not Allowed", "Not Implemented")
+# an existence-only reveal (the key or attempt id exists; no row id shown)
+EXISTS = "exists"
 
 WHAT_GAP = {
     "read": "returns the row", "reveal": "reveals the row's id", "change": "changes the row",
@@ -33,6 +45,10 @@ WHAT_GAP = {
 }
 WHAT_GAP_PATH = {"agent_read": "returns the agent record",
                  "entity_upsert": "writes an entity into the fleet"}
+# what differs between two answers to the same request without telling existence apart: ids,
+# and any quoted name (an agent, a fleet, 'none'), which may name the caller, not the row
+_IDS = re.compile(r"'[^']*'|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+                  re.IGNORECASE)
 
 
 def endpoint_absent(event: dict[str, Any]) -> str | None:
@@ -46,12 +62,39 @@ def endpoint_absent(event: dict[str, Any]) -> str | None:
     return event["error"] if message in NA_MESSAGES else None
 
 
+def malformed(event: dict[str, Any]) -> str | None:
+    """The target's words when it rejected the probe's request shape (422 other than a
+    reused Idempotency-Key): the harness sent something the target does not take."""
+    if event.get("status") != 422:
+        return None
+    error = event.get("error") or "422"
+    return None if "idempotency" in error.lower() else error
+
+
+def answer_shape(event: dict[str, Any]) -> str:
+    """Status and message with every id taken out: what a caller can compare."""
+    return _IDS.sub("<id>", event.get("error") or str(event.get("status")))
+
+
 def principal_label(p: Principal | None, rel: str) -> str:
     if rel == "tenant":
         return "tenant key"
     if rel == "other_tenant" or p is None:
         return "other tenant"
+    if not p.registered:
+        return f"unregistered {rel}"
     return f"t{p.trust} {rel}"
+
+
+def agent_state(e: dict[str, Any]) -> Principal | None:
+    """A principal from a `census_agent` or agent `observe` event (None: not observed)."""
+    if e.get("credential") == "tenant":
+        return Principal(e["tenant"], "tenant")
+    if e.get("registered") is False:
+        return policy.unregistered(e["tenant"], e["who"])
+    if e.get("trust") is None:
+        return None
+    return Principal(e["tenant"], "agent", e["who"], e["trust"], e.get("home"))
 
 
 def world_from(events: Iterable[dict[str, Any]]
@@ -61,11 +104,9 @@ def world_from(events: Iterable[dict[str, Any]]
     rows: dict[str, Row] = {}
     for e in events:
         if e["phase"] == "census_agent" and e.get("step") != "after":
-            if e.get("credential") == "tenant":
-                principals[e["who"]] = Principal(e["tenant"], "tenant")
-            elif e.get("trust") is not None:
-                principals[e["who"]] = Principal(e["tenant"], "agent", e["who"], e["trust"],
-                                                 e.get("home"))
+            state = agent_state(e)
+            if state is not None:
+                principals[e["who"]] = state
         elif e["phase"] == "census_row":
             rows[e["row_key"]] = Row(e["tenant"], e.get("fleet"), e["visibility"],
                                      e.get("owner"), e.get("row_status") or "active",
@@ -74,16 +115,48 @@ def world_from(events: Iterable[dict[str, Any]]
 
 
 def judge(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One verdict per `probe` and `paper` event."""
+    """One verdict per `probe` and `paper` event, plus one per observed side effect."""
     principals, rows = world_from(events)
-    observed = {e["probe_id"]: e.get("after") for e in events if e["phase"] == "observe"}
+    observed = {e["probe_id"]: e.get("after") for e in events
+                if e["phase"] == "observe" and e.get("step") in (None, "row")}
+    agents_after = {e["probe_id"]: e for e in events
+                    if e["phase"] == "observe" and e.get("step") == "agent"}
+    controls = {(e["who"], e["path"], e.get("variant")): answer_shape(e) for e in events
+                if e["phase"] == "control" and e.get("status") is not None}
     verdicts = []
-    for e in events:
+    for e in events:  # in the order recorded: one principal's probes ran one after another
         if e["phase"] == "probe":
-            verdicts.append(judge_probe(e, principals, rows, observed.get(e["probe_id"])))
+            effect = _side_effect(e, principals, agents_after.get(e["probe_id"]))
+            verdict = judge_probe(e, principals, rows, observed.get(e["probe_id"]), controls)
+            verdicts.append(verdict)
+            if effect is not None:
+                verdicts.append(effect)
         elif e["phase"] == "paper":
             verdicts.append(judge_paper(e))
     return verdicts
+
+
+def _side_effect(e: dict[str, Any], principals: dict[str, Principal],
+                 obs: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Update the principal to what the target held after the probe; a verdict if changed."""
+    if obs is None or obs.get("status") is None:
+        return None
+    after = agent_state(obs)
+    before = principals.get(obs["who"])
+    if after is None or before is None or after == before:
+        return None
+    principals[obs["who"]] = after
+    if not before.registered:
+        what = (f"registers the unknown agent id at trust {after.trust}, home "
+                f"{after.home or 'none'}")
+    elif before.home != after.home:
+        what = f"re-homes the agent from {before.home or 'none'} to {after.home or 'none'}"
+    else:
+        what = f"changes the agent's trust from {before.trust} to {after.trust}"
+    return {"probe_id": f"{e['probe_id']}+effect", "path": e["path"],
+            "principal": principal_label(before, "own"), "relation": "own",
+            "trust": before.trust, "visibility": None, "expected": DENY,
+            "verdict": "side_effect", "what": what, "cross_tenant": False}
 
 
 def _verdict(e: dict[str, Any], p: Principal | None, row: Row | None, rel: str,
@@ -105,7 +178,9 @@ def _after(row: Row, after: str | None) -> Row:
 
 
 def judge_probe(e: dict[str, Any], principals: dict[str, Principal], rows: dict[str, Row],
-                after: str | None = None) -> dict[str, Any]:
+                after: str | None = None,
+                controls: dict[tuple[str, str, str | None], str] | None = None
+                ) -> dict[str, Any]:
     path = e["path"]
     p = principals.get(e["who"])
     row = rows.get(e["row_key"])
@@ -130,18 +205,23 @@ def judge_probe(e: dict[str, Any], principals: dict[str, Principal], rows: dict[
         return _verdict(e, p, row, rel, None, "n/a", absent)
     if e.get("status") is None:
         return _verdict(e, p, row, rel, None, "error", e.get("error") or "no answer")
+    if (bad := malformed(e)) is not None:
+        return _verdict(e, p, row, rel, None, "error", f"rejected as malformed: {bad}")
     kind = PATHS[path].kind
     returned = bool(e.get("returned"))
     gap_what = WHAT_GAP_PATH.get(path, WHAT_GAP[kind])
     named = [f or None for f in (e.get("fleets") or "").split(",")] if e.get("fleets") else []
+    expected = _expected(e, p, row, principals, named)
 
     if kind in ("read", "reveal"):
-        expected = policy.read(p, row, path)
         if returned and expected == DENY:
             return _verdict(e, p, row, rel, expected, "gap", gap_what)
         collateral = _collateral(e, p, rows, row)
         if collateral:
             return _verdict(e, p, row, rel, expected, "gap", collateral)
+        oracle = _oracle(e, expected, returned, controls)
+        if oracle:
+            return _verdict(e, p, row, rel, expected, "oracle", oracle)
         eligible = all(policy.fleet_readable(p, row.tenant, f) for f in named)
         if path == "entity":  # linked rows come back only with an entity the caller may read
             eligible = policy.read(p, policy.entity_record(row.tenant, row.fleet)) == ALLOW
@@ -150,30 +230,56 @@ def judge_probe(e: dict[str, Any], principals: dict[str, Principal], rows: dict[
             return _verdict(e, p, row, rel, expected, "miss", "withholds the row")
         return _verdict(e, p, row, rel, expected, "ok", None)
     if kind == "identity":
-        expected = ALLOW if rel == "own" else DENY
         verdict = "gap" if returned and expected == DENY else "ok"
         return _verdict(e, p, row, rel, expected, verdict, gap_what if verdict == "gap" else None)
-    if kind == "change":
-        expected = policy.change(p, row)
-    elif kind == "redistribute":
-        expected = policy.redistribute(p, row, principals.get(e.get("target") or ""))
-    else:  # write: judged on the fleet the row landed in, else the fleet asked for
-        fleet = e.get("got") if returned else (named[0] if named else row.fleet)
-        expected = policy.write(p, row.tenant, fleet)
     if returned and expected == DENY:
         return _verdict(e, p, row, rel, expected, "gap", gap_what)
+    oracle = _oracle(e, expected, returned, controls)
+    if oracle:
+        return _verdict(e, p, row, rel, expected, "oracle", oracle)
     if not returned and expected == ALLOW:
         return _verdict(e, p, row, rel, expected, "refused", "refuses an allowed change")
     return _verdict(e, p, row, rel, expected, "ok", None)
 
 
+def _expected(e: dict[str, Any], p: Principal, row: Row, principals: dict[str, Principal],
+              named: list[str | None]) -> str:
+    kind = PATHS[e["path"]].kind
+    if kind in ("read", "reveal"):
+        return policy.read(p, row, e["path"])
+    if kind == "identity":
+        return ALLOW if policy.relation(p, row) == "own" else DENY
+    if kind == "change":
+        return policy.change(p, row)
+    if kind == "redistribute":
+        return policy.redistribute(p, row, principals.get(e.get("target") or ""))
+    # write: judged on the fleet the row landed in, else the fleet asked for
+    fleet = e.get("got") if e.get("returned") else (named[0] if named else row.fleet)
+    return policy.write(p, row.tenant, fleet)
+
+
+def _oracle(e: dict[str, Any], expected: str, returned: bool,
+            controls: dict[tuple[str, str, str | None], str] | None) -> str | None:
+    """A denied probe whose answer tells that the subject exists: a refusal (4xx) other than
+    the one the same request gets for an id that does not exist."""
+    if expected != DENY or returned:
+        return None
+    if e.get("got") == EXISTS:
+        return "reveals that the key exists"
+    control = (controls or {}).get((e["who"], e["path"], e.get("variant")))
+    if control is not None and (e.get("status") or 0) >= 400 and answer_shape(e) != control:
+        return f"answers '{answer_shape(e)}', and '{control}' for an id that does not exist"
+    return None
+
+
 def _collateral(e: dict[str, Any], p: Principal, rows: dict[str, Row], row: Row) -> str | None:
-    """Other things the answer showed: neighbour rows (contradictions), the entity record."""
+    """Other things the answer showed: neighbour rows (contradictions, a near-duplicate
+    named in a write's answer), the entity record."""
     got = e.get("got") or ""
     if e["path"] == "entity" and "entity" in got.split():
         if policy.read(p, policy.entity_record(row.tenant, row.fleet)) == DENY:
             return "returns the entity record"
-    if e["path"] == "contradictions":
+    if e["path"] == "contradictions" or e["path"].startswith("dup_"):
         for key in got.split():
             other = rows.get(key)
             if other is not None and policy.read(p, other) == DENY:

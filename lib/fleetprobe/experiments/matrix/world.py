@@ -11,8 +11,14 @@ across tenants is part of the test):
   carrying an Idempotency-Key; per fleet (and for the fleet-less rows) the trust-1 agent also
   owns a row of every other status, soft-deleted rows and a three-row supersession chain on
   its fleet's entity; every non-victim row is linked to its fleet's entity;
+- per agent of the first fleet, one row it wrote into the second fleet while it held trust 3
+  (`away`): its own row outside its home fleet;
 - victim rows: one fresh row per probe that changes a row, so every change meets a row no
-  other probe has touched.
+  other probe has touched;
+- every row's content is its own words (no template shared between rows), so a search for a
+  row's content can only miss it for a governance reason, never for ranking;
+- unregistered agents (`A.g0`, ...): agent ids nobody ever registered, one per probe that
+  speaks as one, so each such probe meets an id the target has never seen.
 
 Probes: the enumerated matrix (every principal class x every path x every visibility, a
 status sweep, a deleted-row sweep and a sweep over the confusable fleet pairs) plus
@@ -36,12 +42,16 @@ STATUSES = ("active", "pending", "confirmed", "cancelled", "outdated", "conflict
 CHAIN_OBJECTS = ("alpha", "bravo", "charlie")
 CHAIN_PREDICATE = "runs_on"  # single-valued: a later object supersedes the earlier row
 TRUSTS = (0, 1, 2, 3)
-TOPICS = ("billing", "ingest", "search", "payments", "identity", "storage", "routing",
-          "alerting", "backups", "rollouts")
 
 READ_PATHS = tuple(p for p, r in PATHS.items() if r.kind in ("read", "identity"))
 REVEAL_PATHS = tuple(p for p, r in PATHS.items() if r.kind == "reveal")
-CHANGE_PATHS = ("patch", "patch_status", "delete", "redistribute", "redistribute_x")
+CHANGE_PATHS = ("patch", "patch_content", "patch_status", "delete", "redistribute",
+                "redistribute_x")
+# an agent's own row outside its home fleet: the change paths that meet one
+AWAY_PATHS = ("patch", "patch_content", "patch_status", "delete")
+# what an agent id nobody registered is sent on
+GHOST_PATHS = ("get", "list", "search", "search_fleet", "recall", "recall_fleet", "write",
+               "bulk_write")
 WRITE_PATHS = tuple(p for p, r in PATHS.items() if r.kind == "write")
 # after_redistribute is a follow-up of each sibling redistribute, never drawn on its own
 PROBE_PATHS = READ_PATHS + REVEAL_PATHS + CHANGE_PATHS + WRITE_PATHS
@@ -55,6 +65,7 @@ class PrincipalSpec:
     name: str | None = None  # plan-level agent name (scoped with the nonce on the wire)
     home: str | None = None  # plan-level fleet name
     trust: int = 0
+    registered: bool = True  # False: an agent id the run never registers ("A.g3")
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,7 @@ class RowSpec:
     chain: str | None = None
     pos: int = 0
     content: str = ""
+    away: str | None = None  # written into this fleet, not the owner's home (owner at trust 3)
 
 
 @dataclass(frozen=True)
@@ -91,10 +103,12 @@ class MatrixPlan:
     rows: dict[str, RowSpec]
     probes: list[ProbeSpec] = field(default_factory=list)
     victims: dict[str, int] = field(default_factory=dict)  # tenant -> victims so far
+    ghosts: dict[str, int] = field(default_factory=dict)  # tenant -> unregistered ids so far
 
     def agents(self, tenant: str | None = None) -> list[PrincipalSpec]:
-        return [p for p in self.principals.values()
-                if p.kind == "agent" and (tenant is None or p.tenant == tenant)]
+        """The registered agents (an unregistered id is never a redistribute target)."""
+        return [p for p in self.principals.values() if p.kind == "agent" and p.registered
+                and (tenant is None or p.tenant == tenant)]
 
     def world_rows(self, tenant: str | None = None) -> list[RowSpec]:
         return [r for r in self.rows.values()
@@ -113,7 +127,7 @@ def named_fleets(path: str, home: str | None, row_fleet: str | None,
                  fleets: tuple[str, ...]) -> list[str]:
     """The fleets a fleet-scoped probe names (shared by the phase and the checker)."""
     first = row_fleet or home or fleets[0]
-    if path != "search_fleets":
+    if not path.endswith("_fleets"):
         return [first]
     own = home or fleets[0]
     if own == first:
@@ -142,6 +156,8 @@ def make_world(seed: int, n_tenants: int, n_fleets: int) -> MatrixPlan:
             for vis in VISIBILITIES:
                 add(p.key, vis)
                 add(p.key, vis, via="single")
+            if p.home == fleets[0] and len(fleets) > 1:
+                add(p.key, "scope_team", via="away", away=fleets[1], linked=False)
             if p.trust != 1:
                 continue
             for status in STATUSES[1:]:
@@ -155,22 +171,38 @@ def make_world(seed: int, n_tenants: int, n_fleets: int) -> MatrixPlan:
     return MatrixPlan(tenants, fleets, principals, rows)
 
 
+CONTENT_WORDS = 24
+
+
 def _content(words: random.Random, key: str) -> str:
-    """Distinct prose per row, letters only (no identifier-like token that would switch off
-    MemClaw's near-duplicate gate), long enough that one extra word stays above 0.97."""
-    topic = words.choice(TOPICS)
-    tag = spelled(words.getrandbits(24), 6)
-    return (f"Matrix note {tag} about the {topic} service: keep the {topic} runbook current, "
-            f"page the owning team before any change and review the rollout notes every week")
+    """A row's own words: 24 letters-only pseudo-words drawn for it (no identifier-like token
+    that would switch off MemClaw's near-duplicate gate), so no two rows share more than the
+    opening word and the run's salt. A search for a row's content then finds that row first
+    under any word-based embedder or keyword ranking: a miss can only be governance. 24 words
+    keep one extra word above the 0.97 near-duplicate threshold."""
+    return "Matrix " + " ".join(spelled(words.getrandbits(16), 4)
+                                for _ in range(CONTENT_WORDS))
 
 
-def add_victim(plan: MatrixPlan, owner: str, visibility: str, words: random.Random) -> str:
+def add_victim(plan: MatrixPlan, owner: str, visibility: str, words: random.Random,
+               away: str | None = None) -> str:
     tenant = plan.principals[owner].tenant
     n = plan.victims.get(tenant, 0)
     plan.victims[tenant] = n + 1
     key = f"{tenant}.v{n}"
     plan.rows[key] = RowSpec(key, tenant, owner, visibility, victim=True, linked=False,
-                             content=_content(words, key))
+                             content=_content(words, key), away=away,
+                             via="away" if away else "bulk")
+    return key
+
+
+def add_ghost(plan: MatrixPlan, tenant: str) -> str:
+    """A fresh agent id nobody registers: judged as an unapproved agent (trust 0, no home)."""
+    n = plan.ghosts.get(tenant, 0)
+    plan.ghosts[tenant] = n + 1
+    key = f"{tenant}.g{n}"
+    plan.principals[key] = PrincipalSpec(key, tenant, "agent", f"{tenant}-ghost-{n}", None, 0,
+                                         registered=False)
     return key
 
 
@@ -178,10 +210,11 @@ def add_victim(plan: MatrixPlan, owner: str, visibility: str, words: random.Rand
 
 
 def _subject_for(plan: MatrixPlan, path: str, owner: str, visibility: str,
-                 words: random.Random, status: str = "active", deleted: bool = False) -> str:
+                 words: random.Random, status: str = "active", deleted: bool = False,
+                 away: str | None = None) -> str:
     """A row of `owner` with `visibility` fit for `path` (a fresh victim for changes)."""
     if path in CHANGE_PATHS:
-        return add_victim(plan, owner, visibility, words)
+        return add_victim(plan, owner, visibility, words, away)
     via = "single" if path == "idempotency" else "bulk"
     for row in plan.world_rows():
         if (row.owner == owner and row.visibility == visibility and row.status == status
@@ -263,6 +296,22 @@ def enumerate_probes(plan: MatrixPlan, seed: int, trusts: tuple[int, ...] = TRUS
             target = _target_for(plan, path, plan.principals[who], owner)
             probes.append(ProbeSpec(f"e{n}", who, path, row, target, variant))
             n += 1
+    # an agent's own row outside its home fleet (written there at trust 3)
+    away = plan.fleets[f1] if len(plan.fleets) > 1 else None
+    for trust in trusts if away else ():
+        me = agent_key(a, f0, trust)
+        for path in AWAY_PATHS:
+            row = _subject_for(plan, path, me, "scope_team", words, away=away)
+            probes.append(ProbeSpec(f"e{n}", me, path, row))
+            n += 1
+    # agent ids nobody registered, a fresh one per probe: a fleet row and a fleet-less row
+    for owner in (agent_key(a, f0, 1), agent_key(a, None, 1)):
+        for vis in VISIBILITIES:
+            for path in GHOST_PATHS:
+                ghost = add_ghost(plan, a)
+                row = _subject_for(plan, path, owner, vis, words)
+                probes.append(ProbeSpec(f"e{n}", ghost, path, row))
+                n += 1
     return probes
 
 
@@ -277,7 +326,7 @@ def random_probes(plan: MatrixPlan, seed: int, count: int,
     """`count` probes drawn from the seed: principal, path, subject row, target, variant."""
     draw = rng(seed, "matrix:random")
     words = rng(seed, "matrix:random-victims")
-    principals = sorted(plan.principals)
+    principals = sorted(k for k, p in plan.principals.items() if p.registered)
     world = {t: [r.key for r in plan.world_rows(t)] for t in plan.tenants}
     probes = []
     for i in range(count):

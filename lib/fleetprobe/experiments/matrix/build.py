@@ -1,0 +1,420 @@
+"""World building and census: the phases before the probes.
+
+Principals come into existence the way the target makes them: on a managed gateway a
+self-provisioned agent key per agent; where identity is asserted (`X-Agent-ID`, a gate key
+or header trust: MemClaw's open engine) a write that asserts the agent, which creates it at
+trust 1 with that write's fleet as its home. Tenant B is an identity of the same shape as
+tenant A (a fresh tenant on the bundled server, another `X-Tenant-ID` where the tenant is
+asserted, else the environment's second key). Trust is set afterwards by the tenant
+credential. The census then reads back the target's own account of every agent, row and
+entity link; what it lacks is recorded (`missing_*`, `unlinked`) and the probes that need it
+are counted as not sent (incomplete) or not applicable (the target's stated behaviour).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+from collections import defaultdict
+from typing import Any
+
+from fleetprobe.client import Credential, Result, body_field, not_supported
+from fleetprobe.experiments.matrix.check import endpoint_absent
+from fleetprobe.experiments.matrix.state import (
+    Wire,
+    entity_name,
+    fleet_id,
+    ids,
+    note_unsupported,
+    plan_fleet,
+    remember,
+    row_fleet,
+    wire,
+    world,
+)
+from fleetprobe.experiments.matrix.world import (
+    CHAIN_OBJECTS,
+    CHAIN_PREDICATE,
+    PrincipalSpec,
+    RowSpec,
+)
+from fleetprobe.identities import registration_body
+from fleetprobe.plans import salted, scoped
+from fleetprobe.runner import RunContext
+
+ENV_OTHER_TENANT = "MEMCLAW_OTHER_TENANT_ID"
+ENV_OTHER_KEY = "MEMCLAW_OTHER_API_KEY"
+LINK_ROLE = "mentioned"  # MemClaw's engine requires a role on every entity link
+AWAY_TRUST = 3  # the rung that writes into another fleet: held while writing `away` rows
+
+
+async def setup_tenants(ctx: RunContext) -> None:
+    """Tenant A is the run's tenant; the others are identities of the same shape."""
+    w = wire(ctx)
+    ctx.trace.manifest.target["rate_limits"] = ctx.target.info.get("rate_limits")
+    ctx.trace.manifest.target["rate_limits_lifted"] = ctx.params.target.kind == "reference"
+    for i, t in enumerate(world(ctx).tenants):
+        cred = ctx.tenant if i == 0 else _other_tenant(ctx, t, i)
+        if cred is None:
+            reason = (f"no credential for tenant {t}: set {ENV_OTHER_TENANT} and "
+                      f"{ENV_OTHER_KEY} (a managed gateway has one key per tenant)")
+            ctx.trace.skip(f"tenant {t}", reason)
+            for p in world(ctx).principals.values():
+                if p.tenant == t:
+                    w.missing_principals[p.key] = reason
+            continue
+        if cred.key:
+            ctx.trace.add_secrets({cred.key})
+            ctx.client.remember_secret(cred.key)
+        w.tenant_ids[t] = cred.tenant_id
+        w.tenant_of_id[cred.tenant_id] = t
+        w.creds[f"{t}.tk"] = cred
+    for fleet in world(ctx).fleets:
+        w.fleet_plan[scoped(fleet, ctx.nonce)] = fleet
+
+
+def _other_tenant(ctx: RunContext, t: str, i: int) -> Credential | None:
+    tenant: Credential = ctx.tenant
+    if ctx.target.server is not None:
+        tenant_id, key = ctx.target.server.create_tenant()
+        # the same credential shape as the run's tenant (a gate key is shared)
+        return dataclasses.replace(tenant, tenant_id=tenant_id,
+                                   key=key if tenant.kind == "tenant" else tenant.key)
+    if tenant.asserts_identity:  # the tenant is a header: a fresh one is another tenant
+        return dataclasses.replace(tenant, tenant_id=scoped(f"tenant-{t}", ctx.nonce))
+    if i == 1 and os.environ.get(ENV_OTHER_TENANT) and os.environ.get(ENV_OTHER_KEY):
+        return Credential(kind="tenant", tenant_id=os.environ[ENV_OTHER_TENANT],
+                          key=os.environ[ENV_OTHER_KEY])
+    return None
+
+
+async def principals(ctx: RunContext) -> None:
+    w = wire(ctx)
+    agents = [a for a in world(ctx).principals.values()
+              if a.kind == "agent" and a.tenant in w.tenant_ids]
+    await ctx.gather([_principal(ctx, w, a) for a in agents], desc="principals")
+
+
+async def _principal(ctx: RunContext, w: Wire, a: PrincipalSpec) -> None:
+    agent_id = scoped(a.name or a.key, ctx.nonce)
+    tenant: Credential = w.creds[f"{a.tenant}.tk"]
+    w.agent_ids[a.key] = agent_id
+    w.principal_of[(a.tenant, agent_id)] = a.key
+    if not a.registered:  # spoken as only where identity is asserted; never registered
+        if tenant.asserts_identity:
+            w.creds[a.key] = tenant.as_agent(agent_id)
+        return
+    if tenant.asserts_identity:
+        await _register(ctx, w, a, tenant.as_agent(agent_id))
+        return
+    result, cred = await ctx.client.provision_agent_key(
+        tenant, agent_id, initial_trust=1, initial_fleet=fleet_id(ctx, a.home),
+        label="fleetprobe matrix")
+    ctx.record("setup", result, step="provision", who=a.key)
+    if cred is not None:
+        w.creds[a.key] = cred
+        return
+    if endpoint_absent({"status": result.status, "error": result.error}):
+        reason = (f"no agent-key provisioning ({result.error}) and the credential "
+                  f"({tenant.kind}) cannot assert an agent identity: use target.auth gate or "
+                  "headers for a self-hosted engine")
+    else:
+        reason = f"agent-key provisioning failed: {result.error}"
+    w.missing_principals[a.key] = reason
+    ctx.trace.skip(f"agent {a.key}", reason)
+
+
+async def _register(ctx: RunContext, w: Wire, a: PrincipalSpec, cred: Credential) -> None:
+    """The agent exists once a write asserts it (trust 1, home = the write's fleet)."""
+    body = registration_body(cred.agent_id or "", fleet_id(ctx, a.home) or "", ctx.nonce)
+    if a.home is None:
+        body.pop("fleet_id")  # home-less: a fleet-less first write leaves it without a home
+    result = await ctx.client.write(cred, body)
+    ctx.record("setup", result, step="register", who=a.key)
+    if result.ok:
+        w.creds[a.key] = cred
+        return
+    reason = f"registering the asserted agent by a write failed: {result.error}"
+    w.missing_principals[a.key] = reason
+    ctx.trace.skip(f"agent {a.key}", reason)
+
+
+async def entities(ctx: RunContext) -> None:
+    w = wire(ctx)
+    jobs = [_entity(ctx, w, t, f) for t in w.tenant_ids for f in (*world(ctx).fleets, None)]
+    await ctx.gather(jobs, desc="entities")
+
+
+async def _entity(ctx: RunContext, w: Wire, tenant: str, fleet: str | None) -> None:
+    result = await ctx.client.upsert_entity(w.creds[f"{tenant}.tk"], {
+        "fleet_id": fleet_id(ctx, fleet), "entity_type": "service",
+        "canonical_name": entity_name(ctx, fleet)})
+    ctx.record("setup", result, step="entity", who=f"{tenant}.tk")
+    note_unsupported(w, "entity", result)
+    if result.ok and body_field(result.body, "id"):
+        w.entities[(tenant, fleet)] = result.body["id"]
+
+
+def _item(ctx: RunContext, w: Wire, row: RowSpec) -> dict[str, Any]:
+    item: dict[str, Any] = {"content": salted(row.content, ctx.nonce)}
+    if row.status != "active":
+        item["status"] = row.status
+    entity = w.entities.get((row.tenant, ctx.plan.world.principals[row.owner].home))
+    if row.linked and entity:
+        item["entity_links"] = [{"entity_id": entity, "role": LINK_ROLE}]
+    if row.chain is not None and entity:
+        item.update(subject_entity_id=entity, predicate=CHAIN_PREDICATE,
+                    object_value=CHAIN_OBJECTS[row.pos])
+    return item
+
+
+async def write_rows(ctx: RunContext) -> None:
+    """Bulk per owner and visibility (falling back to single writes when the target has no
+    bulk endpoint), single writes with an Idempotency-Key, `away` rows with their owner at
+    trust 3, then the chains in order."""
+    w = wire(ctx)
+    rows = [r for r in world(ctx).rows.values()
+            if r.tenant in w.tenant_ids and r.owner in w.agent_ids
+            and r.owner not in w.missing_principals]
+    batches: dict[tuple[str, str], list[RowSpec]] = defaultdict(list)
+    for r in rows:
+        if r.via == "bulk":
+            batches[(r.owner, r.visibility)].append(r)
+    jobs = []
+    for (owner, vis), batch in sorted(batches.items()):
+        for start in range(0, len(batch), 100):
+            jobs.append(_bulk(ctx, w, owner, vis, start // 100, batch[start:start + 100]))
+    await ctx.gather(jobs, desc="bulk")
+    singles = [r for r in rows if r.via == "single" or (r.via == "bulk" and w.bulk_absent)]
+    await ctx.gather([_single(ctx, w, r, idempotent=r.via == "single") for r in singles],
+                     desc="single")
+    away = [r for r in rows if r.via == "away"]
+    owners = sorted({r.owner for r in away})
+    await ctx.gather([_trust(ctx, w, world(ctx).principals[o], AWAY_TRUST) for o in owners],
+                     desc="away trust")
+    await ctx.gather([_single(ctx, w, r, idempotent=False) for r in away], desc="away")
+    chains: dict[str, list[RowSpec]] = defaultdict(list)
+    for r in rows:
+        if r.chain is not None:
+            chains[r.chain].append(r)
+    await ctx.gather([_chain(ctx, w, sorted(c, key=lambda r: r.pos)) for c in chains.values()],
+                     desc="chains")
+    for r in rows:
+        if r.key not in w.memory_ids and r.key not in w.unbuilt:
+            w.missing_rows.setdefault(r.key, "not written (no answer)")
+    await asyncio.sleep(ctx.params.settle_s)
+
+
+async def _bulk(ctx: RunContext, w: Wire, owner: str, vis: str, chunk: int,
+                batch: list[RowSpec]) -> None:
+    if w.bulk_absent:
+        return
+    spec = world(ctx).principals[owner]
+    attempt = f"mx-{ctx.nonce}-{owner}-{vis}-{chunk}"
+    result = await ctx.client.bulk(w.creds[f"{spec.tenant}.tk"], {
+        "agent_id": w.agent_ids[owner], "visibility": vis,
+        "items": [_item(ctx, w, r) for r in batch]}, attempt)
+    ctx.record("setup", result, step="bulk", who=owner)
+    note_unsupported(w, "bulk", result)
+    if endpoint_absent({"status": result.status, "error": result.error,
+                        "not_applicable": not_supported(result)}):
+        w.bulk_absent = True
+        ctx.trace.skip("bulk", f"no bulk endpoint ({result.error}); victim and world rows "
+                       "are written one by one, bulk_attempt probes are n/a")
+        return
+    for item in body_field(result.body, "results") or []:
+        index = item.get("index")
+        if isinstance(index, int) and index < len(batch) and item.get("id"):
+            remember(w, batch[index], item["id"])
+            w.attempts[batch[index].key] = (attempt, index)
+    for r in batch:
+        if r.key not in w.memory_ids:
+            w.missing_rows[r.key] = f"bulk write: {result.error or 'no id for the item'}"
+
+
+async def _single(ctx: RunContext, w: Wire, row: RowSpec, idempotent: bool) -> None:
+    key = f"mx-{ctx.nonce}-{row.key}" if idempotent else None
+    body: dict[str, Any] = {"agent_id": w.agent_ids[row.owner], "visibility": row.visibility,
+                            **_item(ctx, w, row)}
+    if row.away:
+        body["fleet_id"] = fleet_id(ctx, row_fleet(ctx, row))
+    result = await ctx.client.write(w.creds[f"{row.tenant}.tk"], body,
+                                    headers={"Idempotency-Key": key} if key else None)
+    ctx.record("setup", result, step="write", who=row.owner, row_key=row.key)
+    reason = not_supported(result)
+    if reason is not None:  # e.g. a status the backend cannot store: the row is not built
+        w.unbuilt[row.key] = reason
+    if result.status == 201 and body_field(result.body, "id"):
+        remember(w, row, result.body["id"])
+        w.missing_rows.pop(row.key, None)
+        if key:
+            w.idempotency[row.key] = key
+    elif reason is None:
+        w.missing_rows[row.key] = f"write: {result.error}"
+
+
+async def _chain(ctx: RunContext, w: Wire, chain: list[RowSpec]) -> None:
+    for row in chain:
+        await _single(ctx, w, row, idempotent=False)
+        await asyncio.sleep(0.05)
+
+
+async def delete_rows(ctx: RunContext) -> None:
+    w = wire(ctx)
+    doomed = [r for r in world(ctx).rows.values() if r.deleted and r.key in w.memory_ids]
+    await ctx.gather([_delete(ctx, w, r) for r in doomed], desc="delete")
+
+
+async def _delete(ctx: RunContext, w: Wire, row: RowSpec) -> None:
+    cred = w.creds[f"{row.tenant}.tk"]
+    result = await ctx.client.request("DELETE", f"/memories/{w.memory_ids[row.key]}",
+                                      cred=cred, params={"tenant_id": cred.tenant_id})
+    ctx.record("setup", result, step="delete", who=f"{row.tenant}.tk", row_key=row.key)
+    if result.status == 204:
+        w.deleted.add(row.key)
+    elif (reason := note_unsupported(w, "delete", result)) is not None:
+        w.unbuilt[row.key] = reason  # it stays live: not the deleted row the plan needs
+    else:
+        w.missing_rows[row.key] = f"delete: {result.error}"
+
+
+async def set_trust(ctx: RunContext) -> None:
+    """Every registered agent at its planned trust (those raised for `away` rows too)."""
+    w = wire(ctx)
+    raised = {r.owner for r in world(ctx).rows.values() if r.via == "away"}
+    agents = [a for a in world(ctx).agents() if a.key in w.creds
+              and (a.trust != 1 or a.key in raised)]
+    await ctx.gather([_trust(ctx, w, a, a.trust) for a in agents], desc="trust")
+
+
+async def _trust(ctx: RunContext, w: Wire, a: PrincipalSpec, trust: int) -> None:
+    if a.key not in w.creds:
+        return
+    result = await ctx.client.patch_trust(w.creds[f"{a.tenant}.tk"], w.agent_ids[a.key], trust)
+    ctx.record("setup", result, step="trust", who=a.key)
+    note_unsupported(w, "trust", result)
+
+
+# -- census ----------------------------------------------------------------------------------
+
+
+async def census(ctx: RunContext) -> None:
+    """The target's own account of every agent, row and entity link, before any probe."""
+    await census_agents(ctx, "before")
+    w = wire(ctx)
+    owners = sorted({r.owner for r in world(ctx).rows.values() if r.key in w.memory_ids})
+    await ctx.gather([_census_rows(ctx, w, o) for o in owners], desc="census")
+    await ctx.gather([_census_entity(ctx, w, t, f) for (t, f) in sorted(
+        w.entities, key=lambda k: (k[0], k[1] or ""))], desc="entity census")
+    dropped = sorted(w.unlinked)
+    if dropped:
+        ctx.trace.skip("entity links", f"the target kept no entity link for {len(dropped)} "
+                       "rows written with one (entity census); their entity probes are n/a")
+
+
+async def census_agents(ctx: RunContext, step: str) -> None:
+    w = wire(ctx)
+    for t in w.tenant_ids:
+        ctx.record("census_agent", step=step, who=f"{t}.tk", tenant=t, credential="tenant")
+    agents = [a for a in world(ctx).principals.values() if a.kind == "agent" and a.key in w.creds]
+    await ctx.gather([_census_agent(ctx, w, a, step) for a in agents], desc=f"agents {step}")
+
+
+async def read_agent(ctx: RunContext, w: Wire, a: PrincipalSpec) -> tuple[Result, dict[str, Any]]:
+    """The agent's record as the target holds it (its tenant's credential, no identity)."""
+    cred = w.creds[f"{a.tenant}.tk"]
+    result = await ctx.client.request("GET", f"/agents/{w.agent_ids[a.key]}", cred=cred,
+                                      params={"tenant_id": cred.tenant_id})
+    known = result.ok or (result.status == 404 and "not found" in (result.error or "").lower()
+                          and not endpoint_absent({"status": 404, "error": result.error}))
+    fields: dict[str, Any] = {"who": a.key, "tenant": a.tenant, "credential": "agent"}
+    if result.ok:
+        fields.update(trust=body_field(result.body, "trust_level"), registered=True,
+                      home=plan_fleet(w, body_field(result.body, "fleet_id")))
+    elif known:  # the target answered that there is no such agent
+        fields.update(registered=False)
+    return result, fields
+
+
+async def _census_agent(ctx: RunContext, w: Wire, a: PrincipalSpec, step: str) -> None:
+    result, fields = await read_agent(ctx, w, a)
+    if note_unsupported(w, "agents", result) is not None:
+        # No agent records (a backend adapter): the principal is judged at the plan's trust
+        # and the home fleet its key was provisioned with, which the backend never sees.
+        ctx.record("setup", result, step="census", who=a.key)
+        ctx.record("census_agent", step=step, who=a.key, tenant=a.tenant, credential="agent",
+                   trust=a.trust, home=a.home, source="plan")
+        return
+    ctx.record("census_agent", result, step=step, source="target", **fields)
+    if step == "before" and a.registered and fields.get("trust") is None:
+        w.missing_principals[a.key] = f"the target has no record of the agent: {result.error}"
+
+
+async def _census_rows(ctx: RunContext, w: Wire, owner: str) -> None:
+    """The owner's listing (MemClaw's list reads as the agent it names), then each row it
+    left out read back by id with the tenant key (e.g. the owner's row outside its home)."""
+    spec = world(ctx).principals[owner]
+    cred = w.creds[f"{spec.tenant}.tk"]
+    cursor = None
+    seen: set[str] = set()
+    for _ in range(20):
+        query = {"agent_id": w.agent_ids[owner], "include_deleted": "true", "limit": 500}
+        if cursor:
+            query["cursor"] = cursor
+        result = await ctx.client.list_memories(cred, **query)
+        ctx.record("setup", result, step="census", who=owner)
+        if note_unsupported(w, "list", result) is not None:
+            break
+        for item in body_field(result.body, "items") or []:
+            key = w.row_of.get(item.get("id"))
+            if key is None:
+                continue
+            seen.add(key)
+            _census_row(ctx, w, spec.tenant, key, item, "list")
+        cursor = body_field(result.body, "next_cursor")
+        if not cursor:
+            break
+    await _census_by_id(ctx, w, owner, seen)
+
+
+def _census_row(ctx: RunContext, w: Wire, tenant: str, key: str, item: dict[str, Any],
+                source: str) -> None:
+    owner_key = w.principal_of.get((tenant, item.get("agent_id")), item.get("agent_id"))
+    ctx.record("census_row", row_key=key, tenant=tenant, fleet=plan_fleet(w, item.get("fleet_id")),
+               visibility=item.get("visibility"), owner=owner_key,
+               row_status=item.get("status"), deleted=key in w.deleted, source=source)
+
+
+async def _census_by_id(ctx: RunContext, w: Wire, owner: str, seen: set[str]) -> None:
+    """The owner's rows the listing did not show (all of them where a backend has no
+    listing), each read back by id with its tenant key: the target's own account of where
+    the row lives. A deleted row stays unseen (no GET returns it)."""
+    spec = world(ctx).principals[owner]
+    cred = w.creds[f"{spec.tenant}.tk"]
+    keys = [r.key for r in world(ctx).rows.values() if r.owner == owner
+            and r.key in w.memory_ids and r.key not in seen and r.key not in w.deleted]
+    for key in keys:
+        result = await ctx.client.get(cred, w.memory_ids[key])
+        ctx.record("setup", result, step="census", who=owner, row_key=key)
+        if result.ok and body_field(result.body, "id") == w.memory_ids[key]:
+            _census_row(ctx, w, spec.tenant, key, result.body, "get")
+
+
+async def _census_entity(ctx: RunContext, w: Wire, tenant: str, fleet: str | None) -> None:
+    """Which rows the entity links, as the target kept them: a row written with a link the
+    target did not keep is left out of the entity probes (n/a) and reported."""
+    cred = w.creds[f"{tenant}.tk"]
+    result = await ctx.client.request("GET", f"/entities/{w.entities[(tenant, fleet)]}",
+                                      cred=cred, params={"tenant_id": cred.tenant_id})
+    linked = {w.row_of[i] for i in ids(body_field(result.body, "linked_memories"))
+              if i in w.row_of}
+    ctx.record("census_entity", result, tenant=tenant, fleet=fleet,
+               linked=" ".join(sorted(linked)))
+    if not result.ok:
+        return
+    for r in world(ctx).rows.values():
+        if (r.tenant == tenant and r.linked and r.key in w.memory_ids and r.key not in w.deleted
+                and world(ctx).principals[r.owner].home == fleet and r.key not in linked):
+            w.unlinked[r.key] = (f"the target kept no entity link for this row (written via "
+                                 f"{r.via} with one; entity census)")
