@@ -381,7 +381,7 @@ def test_unregistered_ids_and_malformed_probes() -> None:
 @pytest.fixture(scope="module")
 def headers_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The `memclaw-2.29` profile demanding header identity, spoken to as a live target."""
-    from reference_server.process import ReferenceServer
+    from reference_server.launch.process import ReferenceServer
 
     root = tmp_path_factory.mktemp("matrix-headers")
     with ReferenceServer(profile="memclaw-2.29", extra_args=LIFTED, auth="headers") as srv:
@@ -425,7 +425,7 @@ def test_a_run_missing_principals_is_incomplete_and_the_cli_says_so(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     """A managed gateway gives one key per tenant: without the second tenant's key its
     principals are missing, the run is incomplete with the reason, and `run` exits 3."""
-    from reference_server.process import ReferenceServer
+    from reference_server.launch.process import ReferenceServer
 
     with ReferenceServer(profile="hardened", extra_args=LIFTED) as srv:
         tenant_id, key = srv.create_tenant()
