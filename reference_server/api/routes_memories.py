@@ -398,7 +398,10 @@ async def list_memories(
     if tenant is None:
         raise ApiError(400, "tenant_id is required")
     caller.enforce_readable_tenant(tenant)
-    viewer = _viewer(state, caller, agent_id)
+    # MemClaw governs a list by the `agent_id` filter when the credential names no agent;
+    # hardened governs by the credential alone, so a filter only narrows what it may see
+    viewer = _viewer(state, caller, None if state.profile.hardening.list_row_access
+                     else agent_id)
     if state.profile.hardening.list_deleted_tenant_only and caller.agent_id is not None:
         include_deleted = False  # hardened: soft-deleted rows are an administrative view
     if viewer.agent_id and fleet_id and not scope.fleet_read_allowed(

@@ -83,7 +83,8 @@ class Hardening:
     search_identity_key_first: bool = False
     search_row_access: bool = False
     search_registers_agents: bool = True
-    # list: the by-id predicate (trust ladder, fleets) on every row; include_deleted only for
+    # list: the by-id predicate (trust ladder, fleets) on every row, governed by the
+    # credential's own identity (an `agent_id` filter only narrows); include_deleted only for
     # a caller without agent identity
     list_row_access: bool = False
     list_deleted_tenant_only: bool = False
