@@ -8,7 +8,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
@@ -22,10 +24,11 @@ from ..pipeline.embedding import make_embedder
 from ..pipeline.latency import LatencySimulator
 from ..storage import open_storage
 from ..wire.errors import envelope, install_error_handlers
+from ..wire.schemas import loose_scalars
 from .routes_admin import router as admin_router
 from .routes_insights import router as insights_router
 from .routes_memories import router as memories_router
-from .state import ServerState
+from .state import ServerState, state_of
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -124,6 +127,21 @@ def build_state(config: ServerConfig) -> ServerState:
                        latency=latency)
 
 
+async def refuse_loose_scalars(request: Request) -> None:
+    """`Profile.strict_numbers`: a body whose numbers or booleans pass only by MemClaw's
+    coercion (`"top_k": true`, `"5"`) is a 422, before the handler runs."""
+    state = await state_of(request)
+    if not state.profile.strict_numbers or request.method not in ("POST", "PATCH", "PUT"):
+        return
+    field = getattr(request.scope.get("route"), "body_field", None)
+    model = getattr(getattr(field, "field_info", None), "annotation", None)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return
+    errors = loose_scalars(model, await request.body())
+    if errors:
+        raise RequestValidationError(errors)
+
+
 def create_app(state: ServerState) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -134,7 +152,7 @@ def create_app(state: ServerState) -> FastAPI:
 
     app = FastAPI(title="fleetprobe reference server (MemClaw wire-compatible)",
                   version=__version__, docs_url="/api/docs", openapi_url="/api/openapi.json",
-                  lifespan=lifespan)
+                  lifespan=lifespan, dependencies=[Depends(refuse_loose_scalars)])
     app.state.server = state
     install_error_handlers(app)
     app.include_router(memories_router)
