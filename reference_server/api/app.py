@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,6 +32,8 @@ from .routes_memories import router as memories_router
 from .state import ServerState, state_of
 
 MAX_BODY_BYTES = 1024 * 1024
+# a request body with no bytes for this long is answered 408 and its connection closed
+BODY_STALL_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -46,25 +49,48 @@ class ServerConfig:
     vector_search: str = "exact"  # PostgreSQL only: exact or hnsw
 
 
+class _BodyStalled(Exception):
+    pass
+
+
 class BodySizeLimit:
     """413 with the envelope for bodies over 1 MiB, declared or streamed (pure ASGI, so
-    nothing downstream ever sees a partial body)."""
+    nothing downstream ever sees a partial body); 408 and the connection closed when the
+    body stalls (no bytes for `stall_s` seconds), so a client cannot hold a socket and a
+    task for as long as it likes."""
 
-    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES,
+                 stall_s: float = BODY_STALL_S) -> None:
+        self.app, self.limit, self.stall_s = app, limit, stall_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+
+        async def timed() -> Message:
+            try:
+                return await asyncio.wait_for(receive(), self.stall_s)
+            except TimeoutError:
+                raise _BodyStalled from None
+
+        try:
+            await self._limited(scope, timed, receive, send)
+        except _BodyStalled:
+            message = f"Request body stalled (no data for {self.stall_s:g} s)."
+            await self._answer(send, 408, message, close=True)
+
+    async def _limited(self, scope: Scope, timed: Receive, receive: Receive,
+                       send: Send) -> None:
+        """Reads the whole body through `timed`; the app later reads only `receive`."""
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._drain(receive)
+            await self._drain(timed)
             await self._reject(send)
             return
         chunks, size, more = [], 0, True
         while more:
-            message = await receive()
+            message = await timed()
             if message["type"] != "http.request":
                 break
             chunks.append(message.get("body", b""))
@@ -72,7 +98,7 @@ class BodySizeLimit:
             more = message.get("more_body", False)
             if size > self.limit:
                 if more:
-                    await self._drain(receive)
+                    await self._drain(timed)
                 await self._reject(send)
                 return
         body = b"".join(chunks)
@@ -100,11 +126,16 @@ class BodySizeLimit:
             more = message.get("more_body", False)
 
     async def _reject(self, send: Send) -> None:
-        message = f"Request body too large (maximum {self.limit} bytes)."
-        payload = json.dumps(envelope(413, message, message)).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(payload)).encode())]})
+        await self._answer(send, 413, f"Request body too large (maximum {self.limit} bytes).")
+
+    @staticmethod
+    async def _answer(send: Send, status: int, message: str, close: bool = False) -> None:
+        payload = json.dumps(envelope(status, message, message)).encode()
+        headers = [(b"content-type", b"application/json"),
+                   (b"content-length", str(len(payload)).encode())]
+        if close:  # the rest of the body may still come: end the connection
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
 
 
@@ -142,7 +173,7 @@ async def refuse_loose_scalars(request: Request) -> None:
         raise RequestValidationError(errors)
 
 
-def create_app(state: ServerState) -> FastAPI:
+def create_app(state: ServerState, body_stall_s: float = BODY_STALL_S) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         state.detector.start()  # also drains jobs left pending by a previous process
@@ -158,5 +189,5 @@ def create_app(state: ServerState) -> FastAPI:
     app.include_router(memories_router)
     app.include_router(admin_router)
     app.include_router(insights_router)
-    app.add_middleware(BodySizeLimit)
+    app.add_middleware(BodySizeLimit, stall_s=body_stall_s)
     return app
