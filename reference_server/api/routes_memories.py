@@ -398,15 +398,17 @@ async def list_memories(
     if tenant is None:
         raise ApiError(400, "tenant_id is required")
     caller.enforce_readable_tenant(tenant)
-    # MemClaw governs a list by the `agent_id` filter when the credential names no agent;
-    # hardened governs by the credential alone, so a filter only narrows what it may see
-    viewer = _viewer(state, caller, None if state.profile.hardening.list_row_access
-                     else agent_id)
+    # MemClaw lists as the agent the `agent_id` filter names when the credential names none
+    # (its private rows show, its fleet rule applies); hardened applies the fleet and trust
+    # rules of the credential's own identity, so a filter never hides what the credential
+    # may read
+    viewer = _viewer(state, caller, agent_id)
+    access = _viewer(state, caller) if state.profile.hardening.list_row_access else viewer
     if state.profile.hardening.list_deleted_tenant_only and caller.agent_id is not None:
         include_deleted = False  # hardened: soft-deleted rows are an administrative view
-    if viewer.agent_id and fleet_id and not scope.fleet_read_allowed(
-            state.profile, viewer.agent, fleet_id):
-        home = viewer.agent.fleet_id if viewer.agent else None
+    if access.agent_id and fleet_id and not scope.fleet_read_allowed(
+            state.profile, access.agent, fleet_id):
+        home = access.agent.fleet_id if access.agent else None
         raise ApiError(403, f"fleet-scope policy: fleet '{fleet_id}' is not readable by "
                             f"principals of fleet '{home or 'none'}'.")
     flt = ListFilter(tenant_id=tenant, fleet_id=fleet_id, agent_id=agent_id,
@@ -414,7 +416,7 @@ async def list_memories(
                      status=status, run_id=run_id, created_after=iso(created_after),
                      created_before=iso(created_before), include_deleted=include_deleted,
                      sort=sort, order=order, after=_decode_cursor(cursor, sort, order))
-    page = _page(state, viewer, flt, offset, limit)
+    page = _page(state, viewer, access, flt, offset, limit)
     more = len(page) > limit
     page = page[:limit]
     next_cursor = (_encode_cursor(page[-1]) if more and sort == "created_at"
@@ -424,12 +426,12 @@ async def list_memories(
                          "next_cursor": next_cursor})
 
 
-def _page(state: ServerState, viewer: scope.Viewer, flt: ListFilter, offset: int,
-          limit: int) -> list[dict]:
+def _page(state: ServerState, viewer: scope.Viewer, access: scope.Viewer, flt: ListFilter,
+          offset: int, limit: int) -> list[dict]:
     page: list[dict] = []
     skipped = 0
     for row in state.storage.iter_memories(flt):
-        if not scope.list_row_visible(state.profile, viewer, row):
+        if not scope.list_row_visible(state.profile, viewer, row, access):
             continue
         if skipped < offset:
             skipped += 1

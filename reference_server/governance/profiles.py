@@ -83,9 +83,9 @@ class Hardening:
     search_identity_key_first: bool = False
     search_row_access: bool = False
     search_registers_agents: bool = True
-    # list: the by-id predicate (trust ladder, fleets) on every row, governed by the
-    # credential's own identity (an `agent_id` filter only narrows); include_deleted only for
-    # a caller without agent identity
+    # list: the by-id predicate (trust ladder, fleets) of the credential's own identity on
+    # every row (never of an `agent_id` filter's); include_deleted only for a caller without
+    # agent identity
     list_row_access: bool = False
     list_deleted_tenant_only: bool = False
     # entities: GET applies the fleet read rule to the entity itself; upsert the write rules
