@@ -24,6 +24,7 @@ from ..pipeline.write import (
     DuplicateError,
     WriteContext,
     content_hash,
+    entity_links_to_store,
     iso,
     require_min_length,
     run_write,
@@ -114,7 +115,7 @@ async def write_memory(body: MemoryCreate, request: Request, caller: CallerDep,
                        idempotency_header: Annotated[str | None,
                                                      Header(alias="Idempotency-Key")] = None
                        ) -> JSONResponse:
-    state.rate_limit("write", caller, request.headers.get("x-api-key"))
+    headers = state.rate_limit("write", caller, request.headers.get("x-api-key"))
     caller.enforce_tenant(body.tenant_id)
     if body.memory_type in RESERVED_MEMORY_TYPES:
         raise ApiError(422, reserved_type_message(body.memory_type))
@@ -130,29 +131,27 @@ async def write_memory(body: MemoryCreate, request: Request, caller: CallerDep,
         if cached is not None:
             if cached.request_hash != request_hash:
                 raise ApiError(422, "Idempotency-Key reused with a different request body")
-            return _write_response(json.loads(cached.body), cached.status_code)
+            return _write_response(json.loads(cached.body), headers, cached.status_code)
     agent, fleet = _resolve_writer(state, caller, body.tenant_id, agent_id, body.fleet_id)
     ctx = _write_context(state, body.tenant_id, agent, fleet, body.visibility, body,
                          persist=body.persist, idempotency_key=key, request_hash=request_hash)
     if key is None:
-        return _write_response(await run_write(ctx))
+        return _write_response(await run_write(ctx), headers)
     holder = (body.tenant_id, key)
     if holder in state.idempotency_in_flight:  # only possible while a write awaits latency
         raise ApiError(409, "Idempotency-Key still in progress; retry shortly")
     state.idempotency_in_flight.add(holder)
     try:
-        return _write_response(await run_write(ctx))
+        return _write_response(await run_write(ctx), headers)
     finally:
         state.idempotency_in_flight.discard(holder)
 
 
-def _write_response(body: dict, status_code: int = 201) -> JSONResponse:
-    """MemClaw's write route sets `X-RateLimit-Limit` / `-Remaining` from the usage block
-    (WIRE.md 2.2); its OSS usage stub is null, rendered as the string "None"."""
-    usage = body.get("usage") or {}
-    return JSONResponse(body, status_code=status_code, headers={
-        "X-RateLimit-Limit": str(usage.get("memories_limit")),
-        "X-RateLimit-Remaining": str(usage.get("writes_remaining"))})
+def _write_response(body: dict, headers: dict[str, str], status_code: int = 201
+                    ) -> JSONResponse:
+    """MemClaw's write route sets `X-RateLimit-Limit` / `-Remaining` from its usage meter
+    (WIRE.md 2.2; `ServerState.rate_limit` says what each profile sends)."""
+    return JSONResponse(body, status_code=status_code, headers=headers)
 
 
 @router.post("/memories/bulk", status_code=200)
@@ -161,7 +160,7 @@ async def write_bulk(body: BulkMemoryCreate, request: Request, caller: CallerDep
                      attempt_id: Annotated[str | None, Header(alias="X-Bulk-Attempt-Id")] = None
                      ) -> JSONResponse:
     started = time.perf_counter()
-    state.rate_limit("bulk", caller, request.headers.get("x-api-key"))
+    headers = state.rate_limit("bulk", caller, request.headers.get("x-api-key"))
     caller.enforce_tenant(body.tenant_id)
     if not attempt_id:
         raise ApiError(400, "Missing required X-Bulk-Attempt-Id header")
@@ -178,7 +177,8 @@ async def write_bulk(body: BulkMemoryCreate, request: Request, caller: CallerDep
     return JSONResponse({"created": counts["created"], "duplicates": duplicates,
                          "errors": counts["error"],
                          "bulk_ms": int((time.perf_counter() - started) * 1000),
-                         "results": results}, status_code=207 if mixed else 200)
+                         "results": results}, status_code=207 if mixed else 200,
+                        headers=headers)
 
 
 def _valid_attempt_id(value: str) -> bool:
@@ -327,8 +327,8 @@ async def update_memory(memory_id: UUID, body: MemoryUpdate,
     if denial:
         raise ApiError(403, denial)
     changes, embedding = _column_changes(state, row, body, given)
-    links = None if body.entity_links is None else [
-        (str(link.entity_id), link.role) for link in body.entity_links]
+    links = None if body.entity_links is None else entity_links_to_store(
+        state.profile, state.storage, tenant_id, body.entity_links)
     state.storage.update_memory(row, changes, embedding, links)
     updated = state.storage.get_memory(tenant_id, row["id"])
     return memory_out(updated, state.storage.entity_links_of([row["id"]]).get(row["id"]))
@@ -398,12 +398,17 @@ async def list_memories(
     if tenant is None:
         raise ApiError(400, "tenant_id is required")
     caller.enforce_readable_tenant(tenant)
+    # MemClaw lists as the agent the `agent_id` filter names when the credential names none
+    # (its private rows show, its fleet rule applies); hardened applies the fleet and trust
+    # rules of the credential's own identity, so a filter never hides what the credential
+    # may read
     viewer = _viewer(state, caller, agent_id)
+    access = _viewer(state, caller) if state.profile.hardening.list_row_access else viewer
     if state.profile.hardening.list_deleted_tenant_only and caller.agent_id is not None:
         include_deleted = False  # hardened: soft-deleted rows are an administrative view
-    if viewer.agent_id and fleet_id and not scope.fleet_read_allowed(
-            state.profile, viewer.agent, fleet_id):
-        home = viewer.agent.fleet_id if viewer.agent else None
+    if access.agent_id and fleet_id and not scope.fleet_read_allowed(
+            state.profile, access.agent, fleet_id):
+        home = access.agent.fleet_id if access.agent else None
         raise ApiError(403, f"fleet-scope policy: fleet '{fleet_id}' is not readable by "
                             f"principals of fleet '{home or 'none'}'.")
     flt = ListFilter(tenant_id=tenant, fleet_id=fleet_id, agent_id=agent_id,
@@ -411,7 +416,7 @@ async def list_memories(
                      status=status, run_id=run_id, created_after=iso(created_after),
                      created_before=iso(created_before), include_deleted=include_deleted,
                      sort=sort, order=order, after=_decode_cursor(cursor, sort, order))
-    page = _page(state, viewer, flt, offset, limit)
+    page = _page(state, viewer, access, flt, offset, limit)
     more = len(page) > limit
     page = page[:limit]
     next_cursor = (_encode_cursor(page[-1]) if more and sort == "created_at"
@@ -421,12 +426,12 @@ async def list_memories(
                          "next_cursor": next_cursor})
 
 
-def _page(state: ServerState, viewer: scope.Viewer, flt: ListFilter, offset: int,
-          limit: int) -> list[dict]:
+def _page(state: ServerState, viewer: scope.Viewer, access: scope.Viewer, flt: ListFilter,
+          offset: int, limit: int) -> list[dict]:
     page: list[dict] = []
     skipped = 0
     for row in state.storage.iter_memories(flt):
-        if not scope.list_row_visible(state.profile, viewer, row):
+        if not scope.list_row_visible(state.profile, viewer, row, access):
             continue
         if skipped < offset:
             skipped += 1
@@ -505,8 +510,9 @@ async def redistribute(body: RedistributeRequest, tenant_id: Annotated[Text, Que
 # search and recall -----------------------------------------------------------------------
 
 async def _search(state: ServerState, caller: Caller, body: SearchRequest,
-                  raw_key: str | None) -> list[dict]:
-    state.rate_limit("search", caller, raw_key)
+                  raw_key: str | None, path: str) -> tuple[list[dict], dict[str, str]]:
+    """The items, and the rate-limit headers for the answer on `path`."""
+    headers = state.rate_limit("search", caller, raw_key, path)
     caller.enforce_readable_tenant(body.tenant_id)
     ctx = SearchContext(state.profile, state.storage, state.embedder, caller, body)
     # with a model embedder or a long query, embedding, scoring and scope walk go off the loop
@@ -518,22 +524,25 @@ async def _search(state: ServerState, caller: Caller, body: SearchRequest,
             hop = ctx.graph_hops.get(item["id"])
             item["retrieval"] = ({"path": "similarity"} if hop is None
                                  else {"path": "graph", "graph_hop": hop})
-    return items
+    return items, headers
 
 
 @router.post("/search")
 async def search(body: SearchRequest, request: Request, caller: CallerDep,
                  state: StateDep) -> JSONResponse:
-    items = await _search(state, caller, body, request.headers.get("x-api-key"))
-    return JSONResponse({"items": items})
+    items, headers = await _search(state, caller, body, request.headers.get("x-api-key"),
+                                   "search")
+    return JSONResponse({"items": items}, headers=headers)
 
 
 @router.post("/recall")
-async def recall(body: SearchRequest, request: Request, caller: CallerDep,
-                 state: StateDep) -> dict:
+async def recall(body: SearchRequest, request: Request, response: Response,
+                 caller: CallerDep, state: StateDep) -> dict:
     """No LLM here: the summary is extractive and deterministic (first sentence of each
     retrieved memory, in rank order)."""
-    items = await _search(state, caller, body, request.headers.get("x-api-key"))
+    items, headers = await _search(state, caller, body, request.headers.get("x-api-key"),
+                                   "recall")
+    response.headers.update(headers)
     sentences = [_first_sentence(item["content"]) for item in items]
     return {"summary": " ".join(sentences), "summarizer": "extractive (no LLM)",
             "memory_count": len(items), "memories": items}

@@ -83,8 +83,9 @@ class Hardening:
     search_identity_key_first: bool = False
     search_row_access: bool = False
     search_registers_agents: bool = True
-    # list: the by-id predicate (trust ladder, fleets) on every row; include_deleted only for
-    # a caller without agent identity
+    # list: the by-id predicate (trust ladder, fleets) of the credential's own identity on
+    # every row (never of an `agent_id` filter's); include_deleted only for a caller without
+    # agent identity
     list_row_access: bool = False
     list_deleted_tenant_only: bool = False
     # entities: GET applies the fleet read rule to the entity itself; upsert the write rules
@@ -141,6 +142,19 @@ class Profile:
     # A trust-0 agent (read-only rung) may not change a row's status either (the kit's rule,
     # issue 12); MemClaw's engine checks only the row's scope there (`memclaw-2.29`: False).
     status_change_needs_write_trust: bool = True
+    # --- hostile input (issue 25): what the engine does, and what `hardened` does instead --
+    # entity_links naming no entity of the tenant: "store" them as sent (dangling), "drop"
+    # them and keep the memory (MemClaw v2.29: 201, the answer lists only the links made), or
+    # "refuse" the write (422); max_entity_links bounds their count (None: MemClaw, unbounded).
+    unknown_entity_links: str = "store"
+    max_entity_links: int | None = None
+    # X-RateLimit-Limit/-Remaining: "usage-stub" (MemClaw's open-source usage meter reports
+    # no limit: the string "None") on the listed paths and nothing on a 429, or "window" (the
+    # limiter's own limit and remaining, and Retry-After with them on a 429).
+    rate_limit_headers: str = "usage-stub"
+    rate_limit_header_paths: tuple[str, ...] = ("write",)
+    # Numbers in a request body must be JSON numbers (MemClaw's pydantic coerces true, "5").
+    strict_numbers: bool = False
     hardening: Hardening = Hardening()
 
     def with_overrides(self, **changes: object) -> Profile:
@@ -205,6 +219,11 @@ HARDENED = replace(
     "and near-duplicate answers scoped to what the writer may see, redistribute only rows the "
     "requester may change.",
     hardening=Hardening(**{f: not v for f, v in Hardening().__dict__.items()}),
+    unknown_entity_links="refuse",
+    max_entity_links=100,
+    rate_limit_headers="window",
+    rate_limit_header_paths=("write", "bulk", "search", "recall"),
+    strict_numbers=True,
 )
 
 MEMCLAW_2_29 = replace(
@@ -219,6 +238,10 @@ MEMCLAW_2_29 = replace(
     status_change_needs_write_trust=False,
     search_rate="30/second",
     rate_limit_key="key",
+    # the engine (v2.29.0, observed): links to unknown entities dropped, the write kept;
+    # "None" rate-limit headers on search as on write
+    unknown_entity_links="drop",
+    rate_limit_header_paths=("write", "search"),
 )
 
 PROFILES: dict[str, Profile] = {

@@ -39,6 +39,22 @@ def parse_rate(text: str) -> Rate:
     return Rate(int(m.group(1)), int(m.group(2) or 1), m.group(3))
 
 
+@dataclass(frozen=True)
+class Window:
+    """One bucket's moving window after a hit: its limit, what is left, and how long until
+    the oldest hit leaves it (a refused caller's Retry-After)."""
+
+    limit: int
+    remaining: int
+    reset_after_s: float
+
+
+class RateLimited(ApiError):
+    def __init__(self, rate: Rate, window: Window) -> None:
+        super().__init__(429, f"Rate limit exceeded: {rate}. Try again later.")
+        self.window = window
+
+
 class RateLimiter:
     """One moving window per (bucket, caller key)."""
 
@@ -46,12 +62,14 @@ class RateLimiter:
         self.rates = rates
         self._hits: dict[tuple[str, str], deque[float]] = {}
 
-    def hit(self, bucket: str, key: str) -> None:
+    def hit(self, bucket: str, key: str) -> Window:
+        """Counts one request; raises `RateLimited` (429) when the window is full."""
         rate = self.rates[bucket]
         now = time.monotonic()
         hits = self._hits.setdefault((bucket, key), deque())
         while hits and hits[0] <= now - rate.window_s:
             hits.popleft()
         if len(hits) >= rate.amount:
-            raise ApiError(429, f"Rate limit exceeded: {rate}. Try again later.")
+            raise RateLimited(rate, Window(rate.amount, 0, hits[0] + rate.window_s - now))
         hits.append(now)
+        return Window(rate.amount, rate.amount - len(hits), hits[0] + rate.window_s - now)

@@ -65,13 +65,17 @@ def byid_read_allowed(profile: Profile, viewer: Viewer, row: dict) -> bool:
     return row_access_allowed(profile, viewer, row)
 
 
-def list_row_visible(profile: Profile, viewer: Viewer, row: dict) -> bool:
+def list_row_visible(profile: Profile, viewer: Viewer, row: dict,
+                     access: Viewer | None = None) -> bool:
     """List: own `scope_agent` rows plus every team/org row; identity-less: no private rows.
-    The list `fleet_id` filter is strict and applied by the store."""
+    `access` is whose by-id rule `list_row_access` applies (default the viewer; hardened: the
+    credential's own identity, never a filter's). The list `fleet_id` filter is strict and
+    applied by the store."""
     if not profile.governed:
         return True
-    if (profile.hardening.list_row_access and viewer.agent_id is not None
-            and not row_access_allowed(profile, viewer, row)):
+    access = access or viewer
+    if (profile.hardening.list_row_access and access.agent_id is not None
+            and not row_access_allowed(profile, access, row)):
         return False
     if row["visibility"] != "scope_agent":
         return True

@@ -26,11 +26,12 @@ from pathlib import Path  # noqa: E402
 
 import uvicorn  # noqa: E402
 
-from ..api.app import ServerConfig, build_state, create_app  # noqa: E402
+from ..api.app import BODY_STALL_S, ServerConfig, build_state, create_app  # noqa: E402
 from ..api.state import ServerState  # noqa: E402
 from ..governance.auth import AUTH_MODES, hash_key, new_raw_key  # noqa: E402
 from ..governance.profiles import DEFAULT_PROFILE, PROFILES, get_profile  # noqa: E402
 from ..governance.ratelimit import parse_rate  # noqa: E402
+from .connections import HEADER_TIMEOUT_S, http_protocol  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,6 +63,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="event loop (auto: uvloop when installed)")
     p.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"],
                    help="HTTP parser (auto: httptools when installed)")
+    p.add_argument("--header-timeout", type=float, default=HEADER_TIMEOUT_S,
+                   help="close a connection without complete request headers after this many "
+                        "seconds (checked every period: closed within 2x)")
+    p.add_argument("--body-timeout", type=float, default=BODY_STALL_S,
+                   help="answer 408 and close when a request body sends nothing this long")
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
     return p.parse_args(argv)
@@ -113,8 +119,10 @@ def main(argv: list[str] | None = None) -> None:
     # interval lets the event loop thread take the GIL back within ~1 ms, so one heavy
     # request does not hold other tenants' requests (default 5 ms per hand-off).
     sys.setswitchinterval(0.001)
-    uvicorn.run(create_app(state), host=args.host, port=args.port, log_level=args.log_level,
-                access_log=args.log_level in ("info", "debug"), loop=args.loop, http=args.http)
+    uvicorn.run(create_app(state, body_stall_s=args.body_timeout), host=args.host,
+                port=args.port, log_level=args.log_level,
+                access_log=args.log_level in ("info", "debug"), loop=args.loop,
+                http=http_protocol(args.http, args.header_timeout))
 
 
 if __name__ == "__main__":

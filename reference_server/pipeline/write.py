@@ -13,7 +13,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +25,7 @@ from ..governance.scope import Viewer, row_access_allowed
 from ..storage import LIVE_STATUSES, AgentRow, IdempotencyRecord, Storage, now_iso
 from ..storage import monotonic_due as due_in
 from ..wire.errors import ApiError
-from ..wire.schemas import MemoryFields
+from ..wire.schemas import EntityLinkIn, MemoryFields
 from ..wire.serialize import memory_out
 from .contradiction import carries_single_valued_triple
 from .embedding import Embedder, off_loop_if_heavy
@@ -162,10 +162,33 @@ def insert_row_and_schedule_detection(ctx: WriteContext) -> None:
     _insert(ctx, schedule_detection=ctx.profile.contradiction_detection)
 
 
+def entity_links_to_store(profile: Profile, storage: Storage, tenant_id: str,
+                          links: Sequence[EntityLinkIn]) -> list[tuple[str, str]]:
+    """The (entity id, role) pairs a write or update stores, by the profile's rule for links
+    naming no entity of the tenant (`Profile.unknown_entity_links`); refusals are 422 before
+    anything is written."""
+    pairs = [(str(link.entity_id), link.role) for link in links]
+    limit = profile.max_entity_links
+    if limit is not None and len(pairs) > limit:
+        raise ApiError(422, f"Too many entity_links: {len(pairs)} (at most {limit}).")
+    if profile.unknown_entity_links == "store" or not pairs:
+        return pairs
+    known = storage.known_entity_ids(tenant_id, [eid for eid, _ in pairs])
+    if profile.unknown_entity_links == "drop":
+        return [(eid, role) for eid, role in pairs if eid in known]
+    unknown = next((i for i, (eid, _) in enumerate(pairs) if eid not in known), None)
+    if unknown is not None:
+        raise ApiError(422, f"entity_links[{unknown}]: entity '{pairs[unknown][0]}' not "
+                            f"found in tenant '{tenant_id}'.")
+    return pairs
+
+
 def _insert(ctx: WriteContext, schedule_detection: bool) -> None:
+    links = entity_links_to_store(ctx.profile, ctx.storage, ctx.tenant_id,
+                                  ctx.fields.entity_links)
     row = build_row(ctx)
-    ctx.response = memory_out(row, [{"entity_id": str(link.entity_id), "role": link.role}
-                                    for link in ctx.fields.entity_links], usage=True)
+    ctx.response = memory_out(row, [{"entity_id": eid, "role": role} for eid, role in links],
+                              usage=True)
     if not ctx.persist:
         return
     idem = None
@@ -173,7 +196,6 @@ def _insert(ctx: WriteContext, schedule_detection: bool) -> None:
         idem = IdempotencyRecord(ctx.tenant_id, ctx.idempotency_key, ctx.request_hash or "",
                                  201, json.dumps(ctx.response))
     due = due_in(ctx.profile.effective_detection_delay_s) if schedule_detection else None
-    links = [(str(link.entity_id), link.role) for link in ctx.fields.entity_links]
     ctx.storage.insert_memory(row, ctx.embedding, links, due, idem)
     if due is not None and ctx.on_detection_scheduled:
         ctx.on_detection_scheduled()

@@ -554,6 +554,17 @@ class SqliteStorage:
                       (tenant_id, entity_id))
         return _entity(r) if r else None
 
+    def known_entity_ids(self, tenant_id: str, entity_ids: Sequence[str]) -> set[str]:
+        wanted = list(dict.fromkeys(entity_ids))
+        known: set[str] = set()
+        for start in range(0, len(wanted), 500):  # bounded statements, any input size
+            chunk = wanted[start:start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            rows = self._all(f"SELECT id FROM entities WHERE tenant_id = ? "
+                             f"AND id IN ({marks})", [tenant_id, *chunk])
+            known.update(r["id"] for r in rows)
+        return known
+
     def save_entity(self, entity: dict) -> None:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO entities VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -45,10 +45,12 @@ class EnvelopeResponse(JSONResponse):
 class ApiError(Exception):
     """A route-raised error: its message becomes both `detail` and `error.message`."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None
+                 ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers
 
 
 def envelope(status: int, detail: Any, message: str, details: dict | None = None) -> dict:
@@ -59,8 +61,10 @@ def envelope(status: int, detail: Any, message: str, details: dict | None = None
     return {"detail": detail, "error": error}
 
 
-def error_response(status: int, message: str) -> JSONResponse:
-    return EnvelopeResponse(envelope(status, message, message), status_code=status)
+def error_response(status: int, message: str, headers: dict[str, str] | None = None
+                   ) -> JSONResponse:
+    return EnvelopeResponse(envelope(status, message, message), status_code=status,
+                            headers=headers)
 
 
 ECHO_MAX_DEPTH = 8
@@ -95,7 +99,7 @@ def _validation_response(exc: RequestValidationError) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.message)
+        return error_response(exc.status, exc.message, exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

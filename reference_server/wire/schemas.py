@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 
 def _encodable(value: str) -> str:
@@ -221,3 +221,20 @@ class ProvisionRequest(WireModel):
 
 class TenantCreate(WireModel):
     tenant_id: Annotated[Text, Field(pattern=TENANT_ID_PATTERN)] | None = None
+
+
+# Errors strict validation adds where MemClaw's lax pydantic coerces a scalar: a number sent
+# as a string or a boolean (`"5"`, `true`), a boolean sent as a string or a number.
+LOOSE_SCALAR_ERRORS = frozenset({"int_type", "float_type", "bool_type"})
+
+
+def loose_scalars(model: type[BaseModel], raw: bytes) -> list[dict[str, Any]]:
+    """Where `raw` passes `model` only by coercing a scalar: those errors, shaped as FastAPI's
+    request errors. Other faults are left to the normal (lax) validation."""
+    try:
+        model.model_validate_json(raw, strict=True)
+    except ValidationError as exc:
+        return [{"type": e["type"], "loc": ("body", *e["loc"]), "msg": e["msg"],
+                 "input": e.get("input")}
+                for e in exc.errors() if e["type"] in LOOSE_SCALAR_ERRORS]
+    return []

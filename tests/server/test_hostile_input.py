@@ -1,0 +1,185 @@
+"""Issue 25's hostile inputs, on every profile: entity links to entities that do not exist,
+rate-limit headers, numbers sent as booleans or strings. Each profile answers as its
+`Profile` fields say (MemClaw's engine v2.29.0 was probed for the `memclaw-2.29` choices,
+docs/profiles.md); `hardened` refuses what MemClaw lets through. Never a 5xx, never a
+partial write."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from reference_server.governance.profiles import PROFILES, get_profile
+from reference_server.launch.process import ReferenceServer
+
+from .conftest import Api, ServerPool
+
+ALL = tuple(PROFILES)
+RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "Retry-After")
+
+
+def _made_up(n: int) -> list[dict]:
+    return [{"entity_id": str(uuid.uuid4()), "role": "mentions"} for _ in range(n)]
+
+
+def _entity(api: Api, name: str) -> str:
+    r = api.http.post("/entities/upsert", json={"tenant_id": api.tenant_id,
+                                                "entity_type": "person", "canonical_name": name})
+    assert r.status_code == 200, r.text
+    return r.json()["id"]
+
+
+def _stored(api: Api) -> int:
+    r = api.list(limit=500, include_deleted="true")
+    assert r.status_code == 200, r.text
+    return len(r.json()["items"])
+
+
+def _assert_envelope(r: httpx.Response, status: int) -> None:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert {"detail", "error"} <= body.keys() and body["error"]["code"], body
+
+
+@pytest.fixture(params=ALL)
+def api(request: pytest.FixtureRequest, pool: ServerPool) -> Iterator[Api]:
+    api = pool.tenant_api(request.param)
+    api.profile = request.param  # type: ignore[attr-defined]
+    yield api
+    api.close()
+
+
+# --- entity links -----------------------------------------------------------------------
+
+def test_links_to_unknown_entities_follow_the_profile(api: Api) -> None:
+    """store: kept as sent; drop (the engine): the memory is written with only the links to
+    real entities, and says so; refuse (hardened): 422, nothing written."""
+    rule = get_profile(api.profile).unknown_entity_links  # type: ignore[attr-defined]
+    real = _entity(api, "Ada Linkcheck")
+    fake = _made_up(2)
+    links = [fake[0], {"entity_id": real, "role": "subject"}, fake[1]]
+    before = _stored(api)
+    r = api.write("A note that links one real entity and two made-up ones", agent_id="w",
+                  entity_links=links)
+    if rule == "refuse":
+        _assert_envelope(r, 422)
+        assert "entity_links[0]" in r.json()["error"]["message"]
+        assert _stored(api) == before
+        return
+    assert r.status_code == 201, r.text
+    want = {(link["entity_id"], link["role"]) for link in
+            (links if rule == "store" else links[1:2])}
+    answered = {(link["entity_id"], link["role"]) for link in r.json()["entity_links"]}
+    stored = {(link["entity_id"], link["role"])
+              for link in api.get(r.json()["id"]).json()["entity_links"]}
+    assert answered == stored == want
+
+
+@pytest.mark.parametrize("profile", ["hardened", "memclaw-2.29"])
+def test_five_thousand_made_up_links(pool: ServerPool, profile: str) -> None:
+    """The reported probe: hardened refuses it by count before any lookup; the engine's model
+    writes the memory with none of them. Both fast, neither a 5xx."""
+    api = pool.tenant_api(profile)
+    before = _stored(api)
+    started = time.monotonic()
+    r = api.write("A note carrying five thousand made-up entity links", agent_id="w",
+                  entity_links=_made_up(5000))
+    assert time.monotonic() - started < 2.0
+    if profile == "hardened":
+        _assert_envelope(r, 422)
+        assert "at most 100" in r.json()["error"]["message"]
+        assert _stored(api) == before
+    else:
+        assert r.status_code == 201 and r.json()["entity_links"] == [], r.text
+        assert api.get(r.json()["id"]).json()["entity_links"] == []
+
+
+def test_hardened_refuses_unknown_links_on_patch_and_in_bulk(pool: ServerPool) -> None:
+    api = pool.tenant_api("hardened")
+    real = _entity(api, "Grace Linkcheck")
+    row = api.write("A row whose links a bad update must leave intact", agent_id="w",
+                    entity_links=[{"entity_id": real, "role": "subject"}]).json()
+    r = api.http.patch(f"/memories/{row['id']}", params={"tenant_id": api.tenant_id},
+                       json={"entity_links": _made_up(1), "content": "changed content here"})
+    _assert_envelope(r, 422)
+    after = api.get(row["id"]).json()
+    assert after["content"] == row["content"]
+    assert [link["entity_id"] for link in after["entity_links"]] == [real]
+    # bulk: the bad item is an item error (MemClaw's 207), its sibling is written
+    r = api.http.post("/memories/bulk", headers={"X-Bulk-Attempt-Id": uuid.uuid4().hex},
+                      json={"tenant_id": api.tenant_id, "agent_id": "w", "items": [
+                          {"content": "bulk item with a made-up entity link",
+                           "entity_links": _made_up(1)},
+                          {"content": "bulk item with a real entity link",
+                           "entity_links": [{"entity_id": real, "role": "subject"}]}]})
+    assert r.status_code == 207, r.text
+    statuses = [item["status"] for item in r.json()["results"]]
+    assert statuses == ["error", "created"]
+    assert "not found" in r.json()["results"][0]["error"]
+
+
+# --- loose scalars ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("top_k", [True, "5", 5.0])
+def test_numbers_sent_as_booleans_or_strings(api: Api, top_k: object) -> None:
+    """MemClaw's engine coerces them (probed: `true` is 1, `"5"` is 5); hardened refuses."""
+    strict = get_profile(api.profile).strict_numbers  # type: ignore[attr-defined]
+    r = api.search("anything at all", top_k=top_k)
+    if not strict:
+        assert r.status_code == 200, r.text
+        return
+    _assert_envelope(r, 422)
+    assert r.json()["detail"][0]["loc"] == ["body", "top_k"]
+    before = _stored(api)
+    w = api.write("A write whose weight is a string", agent_id="w", weight="0.5")
+    _assert_envelope(w, 422)
+    assert _stored(api) == before
+    assert api.search("anything at all", top_k=5).status_code == 200
+
+
+# --- rate-limit headers -----------------------------------------------------------------
+
+@pytest.fixture(scope="module", params=["hardened", "memclaw-2.29", "memclaw-2026-05-31"])
+def limited(request: pytest.FixtureRequest) -> Iterator[tuple[str, Api]]:
+    """A server of the profile at 3 writes and 3 searches a minute (a window no slow machine
+    outlasts within one test)."""
+    server = ReferenceServer(profile=request.param, extra_args=[
+        "--write-rate", "3/minute", "--search-rate", "3/minute"])
+    with server:
+        tenant_id, key = server.create_tenant()
+        api = Api(server.base_url, key, tenant_id)
+        yield request.param, api
+        api.close()
+
+
+def _rate_headers(r: httpx.Response) -> dict[str, str]:
+    return {h: r.headers[h] for h in RATE_HEADERS if h in r.headers}
+
+
+def test_rate_limit_headers(limited: tuple[str, Api]) -> None:
+    profile, api = limited
+    p = get_profile(profile)
+    writes = [api.write(f"Rate-limit probe write number {i} here", agent_id="w")
+              for i in range(4)]
+    assert [r.status_code for r in writes] == [201, 201, 201, 429]
+    searches = [api.search("rate limit probe") for _ in range(4)]
+    assert [r.status_code for r in searches] == [200, 200, 200, 429]
+    if p.rate_limit_headers == "window":
+        for answers in (writes, searches):
+            assert [_rate_headers(r) for r in answers[:3]] == [
+                {"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": str(left)}
+                for left in (2, 1, 0)]
+            refused = _rate_headers(answers[3])
+            assert refused["X-RateLimit-Limit"] == "3"
+            assert refused["X-RateLimit-Remaining"] == "0"
+            assert 1 <= int(refused["Retry-After"]) <= 60  # the window is a minute
+        return
+    stub = {"X-RateLimit-Limit": "None", "X-RateLimit-Remaining": "None"}
+    assert all(_rate_headers(r) == stub for r in writes[:3])
+    want_search = stub if "search" in p.rate_limit_header_paths else {}
+    assert all(_rate_headers(r) == want_search for r in searches[:3])
+    assert _rate_headers(writes[3]) == {} and _rate_headers(searches[3]) == {}
