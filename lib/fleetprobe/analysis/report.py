@@ -34,7 +34,8 @@ from fleetprobe.analysis.base.section import REPRODUCTION, Context, SectionOutpu
 
 SECTIONS_PACKAGE = "fleetprobe.analysis.sections"
 # The heavy imports every section process needs, done once in the forkserver before it forks.
-PRELOAD = ["fleetprobe.analysis.base.figures", "fleetprobe.analysis.base.claims"]
+PRELOAD = ["fleetprobe.analysis.base.figures", "fleetprobe.analysis.base.claims",
+           "scipy.stats"]
 # Sections in the order they are handed to the processes: the longest first, so the two
 # cores finish together (the order of the output never depends on it).
 LONGEST_FIRST = ("matrix", "verdict", "leakage", "backends", "live_targets", "separation",

@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetprobe.analysis.base import db, html
-from fleetprobe.analysis.base.figures import FigureOutput
 from fleetprobe.analysis.base.results import Results, load_paper_values
 from fleetprobe.analysis.base.tables import Table
+
+if TYPE_CHECKING:  # matplotlib is for the sections' processes, not the composing one
+    from fleetprobe.analysis.base.figures import FigureOutput
 
 REPRODUCTION = "REPRODUCTION.md"
 

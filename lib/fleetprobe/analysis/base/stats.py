@@ -6,8 +6,6 @@ import functools
 import math
 from dataclasses import dataclass
 
-from scipy.stats import binomtest
-
 
 @dataclass(frozen=True)
 class Rate:
@@ -35,6 +33,10 @@ def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
         return (math.nan, math.nan)
     if not 0 <= k <= n:
         raise ValueError(f"a rate needs 0 <= k <= n, got k={k}, n={n}")
+    # imported here: scipy.stats takes half a second to import, and the report's composing
+    # process (which computes no interval) should not pay it
+    from scipy.stats import binomtest
+
     ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
     return (float(ci.low), float(ci.high))
 
