@@ -141,6 +141,15 @@ class Profile:
     # A trust-0 agent (read-only rung) may not change a row's status either (the kit's rule,
     # issue 12); MemClaw's engine checks only the row's scope there (`memclaw-2.29`: False).
     status_change_needs_write_trust: bool = True
+    # MemClaw's engine (`memclaw-2.29`), as it answered the kit (reports/FIDELITY.md):
+    # every entity link must carry `role` (422 `Field required`; False: it defaults to
+    # "mentioned"); a write whose agent is asserted rather than a verified agent key must
+    # name it in the body (422 `agent_id is required` outside standalone mode; False: the
+    # asserted X-Agent-ID is the writer); the bulk route skips the trust-0 approval gate that
+    # refuses a single write (its broker fan-in path; True: bulk refuses trust 0 too).
+    entity_link_role_required: bool = False
+    asserted_writer_named_in_body: bool = False
+    bulk_write_approval_gate: bool = True
     hardening: Hardening = Hardening()
 
     def with_overrides(self, **changes: object) -> Profile:
@@ -213,10 +222,14 @@ MEMCLAW_2_29 = replace(
     description="MemClaw's open-source engine v2.29.0 (2026-08), from the wire spec and "
     "checked against the engine: 05-31 scope, plus a tenant credential's X-Agent-ID is the "
     "caller's identity (shared-gate path), filter_agent_id other than that identity -> 403, "
-    "search limited at 30/second per key.",
+    "search limited at 30/second per key; entity links need a role, an asserted writer is "
+    "named in the body, bulk writes skip the trust-0 approval gate.",
     search_filter_agent_must_match=True,
     agent_id_from_header=True,
     status_change_needs_write_trust=False,
+    entity_link_role_required=True,
+    asserted_writer_named_in_body=True,
+    bulk_write_approval_gate=False,
     search_rate="30/second",
     rate_limit_key="key",
 )

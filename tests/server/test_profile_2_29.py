@@ -34,7 +34,7 @@ class Tenant:
 
     def call(self, method: str, path: str, agent: str | None = None, key: str | None = None,
              **kw: Any) -> httpx.Response:
-        headers = {"X-API-Key": key or self.key}
+        headers = {"X-API-Key": key or self.key, **kw.pop("headers", {})}
         if agent:
             headers["X-Agent-ID"] = agent
         params = {"tenant_id": self.tenant_id, **kw.pop("params", {})}
@@ -120,8 +120,10 @@ def test_the_engines_shape_through_the_gate() -> None:
                                  params={"tenant_id": "t-gate"}, timeout=10.0, **kw)
 
         row = call("POST", "/memories", "b-writer", json={
-            "tenant_id": "t-gate", "fleet_id": "fleet-b", "content": "fleet b team fact"})
-        call("POST", "/memories", "a0", json={"tenant_id": "t-gate", "fleet_id": "fleet-a",
+            "tenant_id": "t-gate", "agent_id": "b-writer", "fleet_id": "fleet-b",
+            "content": "fleet b team fact"})
+        call("POST", "/memories", "a0", json={"tenant_id": "t-gate", "agent_id": "a0",
+                                              "fleet_id": "fleet-a",
                                               "content": "agent a0 registers"})
         assert call("PATCH", "/agents/a0/trust", json={"trust_level": 0}).status_code == 200
         r = call("PATCH", f"/memories/{row.json()['id']}/status", "a0",
@@ -130,3 +132,85 @@ def test_the_engines_shape_through_the_gate() -> None:
         r = call("POST", "/search", "a1", json={"tenant_id": "t-gate", "query": "fact",
                                                 "filter_agent_id": "b1"})
         assert r.status_code == 403
+
+
+# -- what the engine answered where the profile answered otherwise (reports/FIDELITY.md) ----
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_entity_link_without_role(servers, profile: str) -> None:
+    """The engine's request models require `role` on every entity link (422 Field required);
+    the remediated profile defaults it to "mentioned"."""
+    t = Tenant(servers[profile])
+    entity = t.call("POST", "/entities/upsert", json={
+        "tenant_id": t.tenant_id, "fleet_id": "fleet-a", "entity_type": "service",
+        "canonical_name": "billing"}).json()["id"]
+    links = [{"entity_id": entity}]
+    single = t.write("a1", "fleet-a", "billing runs nightly", entity_links=links)
+    bulk = t.call("POST", "/memories/bulk", headers={"X-Bulk-Attempt-Id": "att-role"},
+                  json={"tenant_id": t.tenant_id, "agent_id": "a1", "fleet_id": "fleet-a",
+                        "items": [{"content": "billing bulk row", "entity_links": links}]})
+    with_role = t.write("a1", "fleet-a", "billing runs hourly",
+                        entity_links=[{"entity_id": entity, "role": "subject"}])
+    assert with_role.status_code == 201
+    if profile == "memclaw-2.29":
+        for r, loc in ((single, ["body", "entity_links", 0, "role"]),
+                       (bulk, ["body", "items", 0, "entity_links", 0, "role"])):
+            assert r.status_code == 422
+            assert r.json()["error"]["message"] == "Field required"
+            assert r.json()["detail"][0]["loc"] == loc
+        patch = t.call("PATCH", f"/memories/{with_role.json()['id']}",
+                       json={"entity_links": links})
+        assert patch.status_code == 422
+    else:
+        assert single.status_code == 201 and bulk.status_code == 200
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_trust0_bulk_write_skips_the_approval_gate(servers, profile: str) -> None:
+    """The engine refuses a trust-0 agent's single write (403 not approved) but accepts its
+    bulk write (the bulk route passes no approval gate); the fleet write rule still holds."""
+    t = Tenant(servers[profile])
+    t.write("z0", "fleet-a", "agent z0 registers in fleet a")
+    t.trust("z0", 0)
+    single = t.write("z0", "fleet-a", "z0 single write at trust zero")
+    assert single.status_code == 403
+    assert "is not approved" in single.json()["error"]["message"]
+
+    def bulk(fleet: str, attempt: str) -> httpx.Response:
+        return t.call("POST", "/memories/bulk", headers={"X-Bulk-Attempt-Id": attempt},
+                      json={"tenant_id": t.tenant_id, "agent_id": "z0", "fleet_id": fleet,
+                            "items": [{"content": f"z0 bulk write into {fleet}"}]})
+
+    home, away = bulk("fleet-a", "att-z0-home"), bulk("fleet-b", "att-z0-away")
+    assert away.status_code == 403  # enforce_fleet_write on both profiles
+    if profile == "memclaw-2.29":
+        assert home.status_code == 200 and home.json()["created"] == 1
+    else:
+        assert home.status_code == 403
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_asserted_writer_must_be_named_in_the_body(profile: str) -> None:
+    """With asserted identity (X-Agent-ID), the engine still wants `agent_id` in a write's
+    body outside standalone mode: 422 'agent_id is required', single and bulk alike."""
+    with ReferenceServer(profile=profile, extra_args=FAST_ARGS, auth="headers") as srv:
+        hdrs = {"X-Tenant-ID": "t-h", "X-Agent-ID": "a1"}
+
+        def post(path: str, body: dict, **extra: str) -> httpx.Response:
+            return httpx.post(srv.base_url + "/api/v1" + path, headers={**hdrs, **extra},
+                              json={"tenant_id": "t-h", "fleet_id": "fleet-a", **body},
+                              timeout=10.0)
+
+        named = post("/memories", {"agent_id": "a1", "content": "a1 names itself"})
+        assert named.status_code == 201
+        single = post("/memories", {"content": "a1 leaves agent_id out"})
+        bulk = post("/memories/bulk", {"items": [{"content": "a1 bulk without agent_id"}]},
+                    **{"X-Bulk-Attempt-Id": "att-h"})
+        if profile == "memclaw-2.29":
+            for r in (single, bulk):
+                assert r.status_code == 422
+                assert r.json()["error"]["message"].startswith("agent_id is required")
+        else:
+            assert single.status_code == 201 and single.json()["agent_id"] == "a1"
+            assert bulk.status_code == 200
