@@ -33,6 +33,8 @@ def time_make_report(runs: int) -> list[tuple[float, float]]:
         subprocess.run(["make", "--no-print-directory", "report"], cwd=REPO, check=True,
                        stdout=subprocess.DEVNULL)
         timings.append((time.perf_counter() - started, load))
+        print(f"make report #{len(timings)}: {timings[-1][0]:5.1f} s (load average before: "
+              f"{load:.2f})", flush=True)
     return timings
 
 
@@ -59,8 +61,6 @@ def main() -> None:
                         help="scratch directory for the CPU breakdown (default: a temp dir)")
     args = parser.parse_args()
     timings = time_make_report(args.runs)
-    for i, (wall, load) in enumerate(timings, 1):
-        print(f"make report #{i}: {wall:5.1f} s (load average before: {load:.2f})")
     walls = [w for w, _ in timings]
     loads = [load for _, load in timings]
     print(f"make report: median {statistics.median(walls):.1f} s over {len(walls)} runs "
