@@ -62,13 +62,15 @@ def pairs(runs: pd.DataFrame, experiment: str) -> list[tuple[pd.Series, pd.Serie
     runs = runs[(runs.experiment == experiment)].sort_values(["started_at", "run_id"])
     engines = runs[runs.target_kind == "engine"]
     bundled = runs[(runs.target_kind == "reference")
-                   & [(_profile_of(p) == PROFILE) for p in runs.params]]
+                   & pd.Series([_profile_of(p) == PROFILE for p in runs.params],
+                               index=runs.index, dtype=bool)]
     found = []
     for label in sorted(set(engines.profile)):
         mine = engines[engines.profile == label]
         mine = mine[mine.complete] if mine.complete.any() else mine
         engine = mine.iloc[-1]
-        same = bundled[[_world(p) == _world(engine.params) for p in bundled.params]]
+        same = bundled[pd.Series([_world(p) == _world(engine.params) for p in bundled.params],
+                                 index=bundled.index, dtype=bool)]
         same = same[same.complete] if same.complete.any() else same
         if not same.empty:
             found.append((same.iloc[-1], engine))
