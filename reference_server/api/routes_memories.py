@@ -214,12 +214,16 @@ async def _bulk_item(state: ServerState, body: BulkMemoryCreate, agent: AgentRow
               "id": None, "duplicate_of": None, "error": None}
     if state.profile.hardening.bulk_attempts_per_agent:  # stored per writer, shown as sent
         request_id = f"{agent.agent_id}\x1f{request_id}"
+    elif state.profile.bulk_attempts_per_fleet:  # the engine's (tenant, fleet, id) index
+        request_id = f"{fleet or ''}\x1f{request_id}"
     existing = state.storage.find_client_request(body.tenant_id, request_id)
     if existing:
         return result | {"status": "duplicate_attempt", "id": existing}
     if item.memory_type in RESERVED_MEMORY_TYPES:
         return result | {"status": "error",
                          "error": f"memory_type='{item.memory_type}' is server-reserved"}
+    if not state.profile.bulk_keeps_entity_links:
+        item = item.model_copy(update={"entity_links": []})
     ctx = _write_context(state, body.tenant_id, agent, fleet, body.visibility, item,
                          client_request_id=request_id)
     try:
@@ -526,10 +530,11 @@ async def redistribute(body: RedistributeRequest, tenant_id: Annotated[Text, Que
 # search and recall -----------------------------------------------------------------------
 
 async def _search(state: ServerState, caller: Caller, body: SearchRequest,
-                  raw_key: str | None) -> list[dict]:
+                  raw_key: str | None, recall: bool = False) -> list[dict]:
     state.rate_limit("search", caller, raw_key)
     caller.enforce_readable_tenant(body.tenant_id)
-    ctx = SearchContext(state.profile, state.storage, state.embedder, caller, body)
+    ctx = SearchContext(state.profile, state.storage, state.embedder, caller, body,
+                        recall=recall)
     # with a model embedder or a long query, embedding, scoring and scope walk go off the loop
     results = await off_loop_if_heavy(state.embedder, body.query, run_search, ctx)
     links = state.storage.entity_links_of([row["id"] for row, _ in results])
@@ -554,7 +559,7 @@ async def recall(body: SearchRequest, request: Request, caller: CallerDep,
                  state: StateDep) -> dict:
     """No LLM here: the summary is extractive and deterministic (first sentence of each
     retrieved memory, in rank order)."""
-    items = await _search(state, caller, body, request.headers.get("x-api-key"))
+    items = await _search(state, caller, body, request.headers.get("x-api-key"), recall=True)
     sentences = [_first_sentence(item["content"]) for item in items]
     return {"summary": " ".join(sentences), "summarizer": "extractive (no LLM)",
             "memory_count": len(items), "memories": items}

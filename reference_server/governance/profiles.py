@@ -150,6 +150,14 @@ class Profile:
     entity_link_role_required: bool = False
     asserted_writer_named_in_body: bool = False
     bulk_write_approval_gate: bool = True
+    # ... a bulk attempt id is unique per (tenant, fleet), so a replay from another fleet
+    # writes new rows and one from the same fleet answers with the attempt's row ids (False:
+    # tenant-wide); bulk items' entity links are not stored (True: stored as on a single
+    # write); /recall's caller identity is filter_agent_id alone (no key or X-Agent-ID
+    # identity, no match check: the fleet rule applies only with it; False: as search).
+    bulk_attempts_per_fleet: bool = False
+    bulk_keeps_entity_links: bool = True
+    recall_identity_filter_only: bool = False
     hardening: Hardening = Hardening()
 
     def with_overrides(self, **changes: object) -> Profile:
@@ -223,13 +231,17 @@ MEMCLAW_2_29 = replace(
     "checked against the engine: 05-31 scope, plus a tenant credential's X-Agent-ID is the "
     "caller's identity (shared-gate path), filter_agent_id other than that identity -> 403, "
     "search limited at 30/second per key; entity links need a role, an asserted writer is "
-    "named in the body, bulk writes skip the trust-0 approval gate.",
+    "named in the body, bulk writes skip the trust-0 approval gate, keep no entity links and "
+    "scope attempt ids per fleet; /recall's identity is filter_agent_id alone.",
     search_filter_agent_must_match=True,
     agent_id_from_header=True,
     status_change_needs_write_trust=False,
     entity_link_role_required=True,
     asserted_writer_named_in_body=True,
     bulk_write_approval_gate=False,
+    bulk_attempts_per_fleet=True,
+    bulk_keeps_entity_links=False,
+    recall_identity_filter_only=True,
     search_rate="30/second",
     rate_limit_key="key",
 )

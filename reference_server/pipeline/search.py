@@ -47,6 +47,7 @@ class SearchContext:
     embedder: Embedder
     caller: Caller
     request: SearchRequest
+    recall: bool = False  # /recall (its identity rule may differ: recall_identity_filter_only)
     identity: str | None = None
     agent: AgentRow | None = None
     fleet_ids: tuple[str, ...] = ()
@@ -70,6 +71,9 @@ def resolve_search_identity(ctx: SearchContext) -> None:
     the agent key's verified identity; 2.29 refuses a filter_agent_id naming another agent
     than the caller's identity."""
     wanted, own = ctx.request.filter_agent_id, ctx.caller.agent_id
+    if ctx.recall and ctx.profile.recall_identity_filter_only:
+        ctx.identity = wanted  # the engine's /recall: filter_agent_id is the only identity
+        return
     if (ctx.profile.search_filter_agent_must_match and wanted is not None and own is not None
             and wanted != own):
         raise ApiError(403, f"filter_agent_id '{wanted}' does not match the authenticated "

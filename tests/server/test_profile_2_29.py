@@ -214,3 +214,78 @@ def test_asserted_writer_must_be_named_in_the_body(profile: str) -> None:
         else:
             assert single.status_code == 201 and single.json()["agent_id"] == "a1"
             assert bulk.status_code == 200
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_bulk_attempt_ids_are_unique_per_fleet(servers, profile: str) -> None:
+    """The engine's attempt index is (tenant, fleet, id): another fleet's replay of an attempt
+    id writes new rows; a replay from the attempt's own fleet answers with its row ids."""
+    t = Tenant(servers[profile])
+    for agent, fleet in (("a1", "fleet-a"), ("c1", "fleet-a"), ("b1", "fleet-b")):
+        t.write(agent, fleet, f"agent {agent} registers in {fleet}")
+
+    def bulk(agent: str, content: str) -> dict:
+        r = t.call("POST", "/memories/bulk", headers={"X-Bulk-Attempt-Id": "att-shared"},
+                   json={"tenant_id": t.tenant_id, "agent_id": agent,
+                         "visibility": "scope_agent", "items": [{"content": content}]})
+        assert r.status_code == 200
+        return r.json()["results"][0]
+
+    first = bulk("a1", "a1 keeps this private bulk row")
+    assert first["status"] == "created"
+    same_fleet = bulk("c1", "c1 filler row for the replay")
+    other_fleet = bulk("b1", "b1 filler row for the replay")
+    assert same_fleet["status"] == "duplicate_attempt" and same_fleet["id"] == first["id"]
+    if profile == "memclaw-2.29":
+        assert other_fleet["status"] == "created" and other_fleet["id"] != first["id"]
+    else:
+        assert other_fleet["status"] == "duplicate_attempt" and other_fleet["id"] == first["id"]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_bulk_items_keep_no_entity_links(servers, profile: str) -> None:
+    """The engine's bulk insert stores no entity links (a single write does)."""
+    t = Tenant(servers[profile])
+    entity = t.call("POST", "/entities/upsert", json={
+        "tenant_id": t.tenant_id, "fleet_id": "fleet-a", "entity_type": "service",
+        "canonical_name": "ledger"}).json()["id"]
+    links = [{"entity_id": entity, "role": "subject"}]
+    single = t.write("a1", "fleet-a", "ledger closes at noon", entity_links=links)
+    bulk = t.call("POST", "/memories/bulk", headers={"X-Bulk-Attempt-Id": "att-links"},
+                  json={"tenant_id": t.tenant_id, "agent_id": "a1", "fleet_id": "fleet-a",
+                        "items": [{"content": "ledger reopens at one", "entity_links": links}]})
+    ids = {"single": single.json()["id"], "bulk": bulk.json()["results"][0]["id"]}
+    kept = {name: t.call("GET", f"/memories/{mid}").json()["entity_links"]
+            for name, mid in ids.items()}
+    assert [link["entity_id"] for link in kept["single"]] == [entity]
+    assert (kept["bulk"] == []) == (profile == "memclaw-2.29")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_recall_identity_is_filter_agent_id_alone(servers, profile: str) -> None:
+    """The engine's /recall reads the caller identity from filter_agent_id only: an agent key
+    without it recalls as no one (private rows hidden, no fleet check), and naming another
+    agent is not refused as search refuses it."""
+    t = Tenant(servers[profile])
+    t.write("a1", "fleet-a", "a1 private note on the lighthouse", visibility="scope_agent")
+    t.write("b1", "fleet-b", "b1 team note on the lighthouse")
+    key = t.call("POST", "/admin/agent-keys/provision",
+                 json={"agent_id": "a1", "initial_trust": 1,
+                       "initial_fleet": "fleet-a"}).json()["raw_key"]
+
+    def recall(**body: Any) -> httpx.Response:
+        return t.call("POST", "/recall", key=key,
+                      json={"tenant_id": t.tenant_id, "query": "lighthouse note", **body})
+
+    own = recall()
+    contents = {m["content"] for m in own.json()["memories"]}
+    other_fleet = recall(fleet_ids=["fleet-b"])
+    as_b1 = recall(filter_agent_id="b1")
+    if profile == "memclaw-2.29":
+        assert "a1 private note on the lighthouse" not in contents
+        assert other_fleet.status_code == 200
+        assert as_b1.status_code == 200
+    else:
+        assert "a1 private note on the lighthouse" in contents
+        assert other_fleet.status_code == 403
+        assert as_b1.status_code == 200  # 05-31 recalls as the named agent
