@@ -158,6 +158,10 @@ class Profile:
     bulk_attempts_per_fleet: bool = False
     bulk_keeps_entity_links: bool = True
     recall_identity_filter_only: bool = False
+    # ... and a search or recall surfaces a `conflicted` row, unpenalised, when the query
+    # matches it lexically (every query term in the row: its full-text carve-out for "the
+    # row the caller named"); False: conflicted rows are hidden unless asked for by status.
+    conflicted_exact_match_surfaces: bool = False
     hardening: Hardening = Hardening()
 
     def with_overrides(self, **changes: object) -> Profile:
@@ -232,7 +236,8 @@ MEMCLAW_2_29 = replace(
     "caller's identity (shared-gate path), filter_agent_id other than that identity -> 403, "
     "search limited at 30/second per key; entity links need a role, an asserted writer is "
     "named in the body, bulk writes skip the trust-0 approval gate, keep no entity links and "
-    "scope attempt ids per fleet; /recall's identity is filter_agent_id alone.",
+    "scope attempt ids per fleet; /recall's identity is filter_agent_id alone; a conflicted "
+    "row the query matches word for word is searchable.",
     search_filter_agent_must_match=True,
     agent_id_from_header=True,
     status_change_needs_write_trust=False,
@@ -242,6 +247,7 @@ MEMCLAW_2_29 = replace(
     bulk_attempts_per_fleet=True,
     bulk_keeps_entity_links=False,
     recall_identity_filter_only=True,
+    conflicted_exact_match_surfaces=True,
     search_rate="30/second",
     rate_limit_key="key",
 )

@@ -289,3 +289,25 @@ def test_recall_identity_is_filter_agent_id_alone(servers, profile: str) -> None
         assert "a1 private note on the lighthouse" in contents
         assert other_fleet.status_code == 403
         assert as_b1.status_code == 200  # 05-31 recalls as the named agent
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_conflicted_row_named_by_the_query(servers, profile: str) -> None:
+    """The engine keeps a `conflicted` row in search results when the query matches it word
+    for word (its exact-lexical-match carve-out); other conflicted rows stay hidden."""
+    t = Tenant(servers[profile])
+    named = t.write("a1", "fleet-a", "The tram depot opens at six every weekday").json()["id"]
+    other = t.write("a1", "fleet-a", "The ferry pier closes at nine on Sundays").json()["id"]
+    for mid in (named, other):
+        assert t.call("PATCH", f"/memories/{mid}/status",
+                      json={"status": "conflicted"}).status_code == 200
+
+    def found(query: str) -> set[str]:
+        r = t.call("POST", "/search", json={"tenant_id": t.tenant_id, "query": query,
+                                            "filter_agent_id": "a1"})
+        return {item["id"] for item in r.json()["items"]}
+
+    exact = found("The tram depot opens at six every weekday")
+    assert other not in exact
+    assert (named in exact) == (profile == "memclaw-2.29")
+    assert named not in found("tram depot hours")
