@@ -39,9 +39,6 @@ NOT_YET = ("Not measured: the traces hold no matrix run against the engine (targ
 SEPARATION_VIEWS = ("separation_contamination", "separation_restricted_records",
                     "separation_absence", "separation_attribution", "separation_reserved",
                     "separation_insight_read", "separation_underlying_read")
-# the answers that explain a difference, by what the engine answered (its words): a reason is
-# printed only when the engine's answer to a differing probe contains the words
-REASONS: tuple[tuple[str, str, str], ...] = ()
 
 
 # ------------------------------------------------------------------------------ pairing
@@ -54,6 +51,29 @@ def _world(params: str | None) -> str:
 
 def _profile_of(params: str | None) -> str | None:
     return (json.loads(params or "{}").get("target") or {}).get("profile")
+
+
+def repeats(runs: pd.DataFrame, profile_run: pd.Series) -> list[str]:
+    """Other complete bundled `memclaw-2.29` runs of the same params as `profile_run`."""
+    same = runs[(runs.experiment == profile_run.experiment) & (runs.target_kind == "reference")
+                & (runs.run_id != profile_run.run_id) & runs.complete]
+    return sorted(r.run_id for r in same.itertuples()
+                  if _profile_of(r.params) == PROFILE and _world(r.params) ==
+                  _world(profile_run.params))
+
+
+def order_dependent(con: duckdb.DuckDBPyConnection, profile_run: str,
+                    others: list[str]) -> set[str]:
+    """Probes whose verdict differs between two runs of the profile itself (same world):
+    their answer depends on the order concurrent probes landed in, not on the target."""
+    base = probe_answers(con, profile_run).set_index("probe_id").verdict
+    found: set[str] = set()
+    for other in others:
+        again = probe_answers(con, other).set_index("probe_id").verdict
+        both = base.index.intersection(again.index)
+        found |= set(both[base[both] != again[both]])
+        found |= set(base.index.symmetric_difference(again.index))
+    return found
 
 
 def pairs(runs: pd.DataFrame, experiment: str) -> list[tuple[pd.Series, pd.Series]]:
@@ -105,17 +125,17 @@ def answer(row: pd.Series | None) -> str:
     return f"{row.verdict}{what}: {status}{returned}{words}"
 
 
-def reason(profile: pd.Series | None, engine: pd.Series | None) -> str:
-    """Why two answers differ, from what each target answered (REASONS names the known
-    ones by the engine's words; otherwise the difference itself is the reason given)."""
-    engine_words = f"{answer(engine)}"
-    for path, words, why in REASONS:
-        if engine is not None and engine.path == path and words in engine_words:
-            return why
+def reason(profile: pd.Series | None, engine: pd.Series | None, flaky: bool = False) -> str:
+    """Why two answers differ, from what each target answered: order-dependent when the
+    profile's own runs disagree on the probe; otherwise the difference itself."""
+    if flaky:
+        return ("order-dependent: two runs of the profile with the same world disagree on "
+                "this probe too (concurrent probes of one row race; which write lands first "
+                "decides the answer)")
     if profile is None or engine is None:
         side = "engine" if profile is None else "profile"
         return f"only the {side} recorded this verdict"
-    if profile.status != engine.status:
+    if _status(profile) != _status(engine):
         return (f"the engine answered HTTP {_status(engine)} where the profile answered "
                 f"HTTP {_status(profile)}")
     return "same status, different judgement of what came back"
@@ -125,7 +145,7 @@ def _status(row: pd.Series) -> str:
     return "-" if pd.isna(row.status) else str(int(row.status))
 
 
-def compare_cells(profile: pd.DataFrame, engine: pd.DataFrame
+def compare_cells(profile: pd.DataFrame, engine: pd.DataFrame, flaky: set[str] | None = None
                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(cells, differing probes): every cell with its verdict and agreement, and every probe
     whose verdicts differ with both answers and the reason."""
@@ -143,7 +163,7 @@ def compare_cells(profile: pd.DataFrame, engine: pd.DataFrame
         if not same:
             diffs.append({"path": cell[0], "principal": cell[1], "visibility": cell[2],
                           "probe": probe, "profile": answer(p), "engine": answer(e),
-                          "reason": reason(p, e)})
+                          "reason": reason(p, e, probe in (flaky or set()))})
     frame = pd.DataFrame(rows, columns=["path", "principal", "visibility", "probe", "same"])
     cells = (frame.groupby(["path", "principal", "visibility"], sort=True)
              .agg(probes=("probe", "size"), differing=("same", lambda s: int((~s).sum())))
@@ -210,7 +230,10 @@ def document(pair: tuple[pd.Series, pd.Series], cells: pd.DataFrame, diffs: pd.D
         f"{engine.seed}). A cell is (path, principal, row visibility); it agrees when every "
         "probe in it got the same verdict from both targets' checkers.", "",
         f"cells agreeing: {agreeing}/{total} ({share:.1f}%)", "",
-        f"Probes compared: {int(cells.probes.sum())}, differing: {len(diffs)}.", "",
+        f"Probes compared: {int(cells.probes.sum())}, differing: {len(diffs)} (order-dependent, "
+        "i.e. differing between two runs of the profile itself too: "
+        f"{int(diffs.reason.str.startswith('order-dependent').sum()) if len(diffs) else 0}).",
+        "",
         "## Differences", "",
         diffs.to_markdown(index=False) if not diffs.empty else "_none_", "",
         "## Paper claims, profile vs engine", "",
@@ -237,8 +260,9 @@ def build(context: Context) -> SectionOutput:
         if not matrix_pairs:
             return finish(SectionOutput(KEY, TITLE, NOT_YET), context)
         pair = matrix_pairs[0]
+        flaky = order_dependent(results.con, pair[0].run_id, repeats(results.runs, pair[0]))
         cells, diffs = compare_cells(probe_answers(results.con, pair[0].run_id),
-                                     probe_answers(results.con, pair[1].run_id))
+                                     probe_answers(results.con, pair[1].run_id), flaky)
         claims = claim_rows(results, pair[0].profile, pair[1].profile)
         sep_pairs = pairs(results.runs, "separation")
         separation = (separation_rows(results, sep_pairs[0][0].run_id, sep_pairs[0][1].run_id)
