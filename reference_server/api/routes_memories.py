@@ -391,8 +391,13 @@ async def delete_memory(memory_id: UUID, tenant_id: Annotated[Text, Query()],
                         caller: CallerDep, state: StateDep,
                         agent_id: Annotated[Text | None, Query()] = None) -> Response:
     caller.enforce_tenant(tenant_id)
+    viewer = _viewer(state, caller, agent_id)
+    if state.profile.delete_caller_checked_first:  # the caller's trust, before any lookup
+        denial = scope.delete_denial(state.profile, viewer, None)
+        if denial:
+            raise ApiError(403, denial)
     row = _live_row(state, tenant_id, memory_id)
-    denial = scope.delete_denial(state.profile, _viewer(state, caller, agent_id), row)
+    denial = scope.delete_denial(state.profile, viewer, row)
     if denial:
         raise ApiError(403, denial)
     state.storage.soft_delete(tenant_id, row["id"])

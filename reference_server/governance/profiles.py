@@ -162,6 +162,10 @@ class Profile:
     # matches it lexically (every query term in the row: its full-text carve-out for "the
     # row the caller named"); False: conflicted rows are hidden unless asked for by status.
     conflicted_exact_match_surfaces: bool = False
+    # ... and DELETE checks the caller (registered, trust 3) before it looks the row up, so
+    # an agent below trust 3 gets the same 403 for any id, existing or not (False: 404 for
+    # an absent id first, an existence oracle for such a caller).
+    delete_caller_checked_first: bool = False
     hardening: Hardening = Hardening()
 
     def with_overrides(self, **changes: object) -> Profile:
@@ -237,7 +241,8 @@ MEMCLAW_2_29 = replace(
     "search limited at 30/second per key; entity links need a role, an asserted writer is "
     "named in the body, bulk writes skip the trust-0 approval gate, keep no entity links and "
     "scope attempt ids per fleet; /recall's identity is filter_agent_id alone; a conflicted "
-    "row the query matches word for word is searchable.",
+    "row the query matches word for word is searchable; DELETE checks the caller's trust "
+    "before the row.",
     search_filter_agent_must_match=True,
     agent_id_from_header=True,
     status_change_needs_write_trust=False,
@@ -248,6 +253,7 @@ MEMCLAW_2_29 = replace(
     bulk_keeps_entity_links=False,
     recall_identity_filter_only=True,
     conflicted_exact_match_surfaces=True,
+    delete_caller_checked_first=True,
     search_rate="30/second",
     rate_limit_key="key",
 )

@@ -228,9 +228,10 @@ def write_approved(profile: Profile, agent: AgentRow) -> bool:
     return not profile.governed or agent.trust_level >= 1
 
 
-def delete_denial(profile: Profile, viewer: Viewer, row: dict) -> str | None:
+def delete_denial(profile: Profile, viewer: Viewer, row: dict | None) -> str | None:
     """Why a delete is refused (None = allowed). With an agent identity a delete needs
-    trust 3 and write access to the row; a tenant key without agent_id is unrestricted."""
+    trust 3 and write access to the row (None: the caller's part only, before any row is
+    looked up); a tenant key without agent_id is unrestricted."""
     if not profile.governed or viewer.agent_id is None:
         return None
     if viewer.agent is None:
@@ -238,7 +239,7 @@ def delete_denial(profile: Profile, viewer: Viewer, row: dict) -> str | None:
     if viewer.agent.trust_level < DELETE_TRUST:
         home = viewer.agent.fleet_id or "none"
         return f"access policy: principals of fleet '{home}' are not permitted to delete memories."
-    if not row_access_allowed(profile, viewer, row, write=True):
+    if row is not None and not row_access_allowed(profile, viewer, row, write=True):
         return f"Agent '{viewer.agent_id}' cannot delete memory in fleet '{row['fleet_id']}'."
     return None
 

@@ -311,3 +311,22 @@ def test_conflicted_row_named_by_the_query(servers, profile: str) -> None:
     assert other not in exact
     assert (named in exact) == (profile == "memclaw-2.29")
     assert named not in found("tram depot hours")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_delete_checks_the_caller_before_the_row(servers, profile: str) -> None:
+    """The engine's DELETE runs enforce_delete (trust 3) before it looks the row up: an agent
+    below trust 3 gets the same 403 for an id that does not exist as for a real row."""
+    t = Tenant(servers[profile])
+    row = t.write("a2", "fleet-a", "a2 writes a row it may not delete").json()["id"]
+    t.trust("a2", 2)
+    absent = "0b3c1e9a-6a51-4c2e-9a8e-2f1d2f6a7b10"
+    real = t.call("DELETE", f"/memories/{row}", params={"agent_id": "a2"})
+    missing = t.call("DELETE", f"/memories/{absent}", params={"agent_id": "a2"})
+    assert real.status_code == 403
+    assert "not permitted to delete" in real.json()["error"]["message"]
+    if profile == "memclaw-2.29":
+        assert missing.status_code == 403
+        assert missing.json()["error"]["message"] == real.json()["error"]["message"]
+    else:
+        assert missing.status_code == 404
