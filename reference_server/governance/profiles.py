@@ -33,6 +33,19 @@ PROPOSED_WRITE_STEPS: tuple[str, ...] = (
     "insert_row_and_schedule_detection",
 )
 
+# MemClaw v2.29's write path: as measured, plus fast mode's advisory near-duplicate signal
+# (the new row's metadata names the nearest row of its fleet and visibility; no 409).
+ENGINE_2_29_WRITE_STEPS: tuple[str, ...] = (
+    "check_content_length",
+    "resolve_write_mode",
+    "hash_content",
+    "embed",
+    "check_exact_duplicate",
+    "check_near_duplicate",
+    "detect_near_duplicate",
+    "insert_row_and_schedule_detection",
+)
+
 # A flat store: no dedup, no supersession.
 NAIVE_WRITE_STEPS: tuple[str, ...] = (
     "check_content_length",
@@ -242,7 +255,8 @@ MEMCLAW_2_29 = replace(
     "named in the body, bulk writes skip the trust-0 approval gate, keep no entity links and "
     "scope attempt ids per fleet; /recall's identity is filter_agent_id alone; a conflicted "
     "row the query matches word for word is searchable; DELETE checks the caller's trust "
-    "before the row.",
+    "before the row; a fast-mode write names its near duplicate in its metadata.",
+    write_steps=ENGINE_2_29_WRITE_STEPS,
     search_filter_agent_must_match=True,
     agent_id_from_header=True,
     status_change_needs_write_trust=False,

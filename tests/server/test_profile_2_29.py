@@ -330,3 +330,21 @@ def test_delete_checks_the_caller_before_the_row(servers, profile: str) -> None:
         assert missing.json()["error"]["message"] == real.json()["error"]["message"]
     else:
         assert missing.status_code == 404
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_fast_write_names_its_near_duplicate(servers, profile: str) -> None:
+    """The engine's fast-mode write path flags (never refuses) a near duplicate: the new row's
+    metadata names the nearest row of its fleet and visibility, another agent's private row
+    included; strong mode's 409 is unchanged."""
+    t = Tenant(servers[profile])
+    first = t.write("a1", "fleet-a", "The night shift hands over at the east gate",
+                    visibility="scope_agent").json()["id"]
+    t.write("c1", "fleet-a", "agent c1 registers in fleet a")
+    again = t.write("c1", "fleet-a", "The night shift hands over at the east gate",
+                    visibility="scope_agent", write_mode="fast")
+    assert again.status_code == 201
+    named = again.json()["metadata"].get("near_duplicate_of")
+    assert (named == first) == (profile == "memclaw-2.29")
+    if profile != "memclaw-2.29":
+        assert named is None
