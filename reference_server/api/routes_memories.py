@@ -9,6 +9,7 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -90,6 +91,11 @@ def _resolve_writer(state: ServerState, caller: Caller, tenant_id: str, agent_id
     agent = state.storage.get_agent(tenant_id, agent_id)
     if agent is None:  # auto-created at trust 1, home fleet = the first write's fleet
         agent = AgentRow(tenant_id, agent_id, fleet_id, 1)
+        state.storage.upsert_agent(agent)
+    elif agent.fleet_id is None and fleet_id is not None and state.profile.write_homes_agent:
+        # the engine's get_or_create_agent backfills a home-less agent's fleet before any
+        # check, so even a write it then refuses gives the agent that home
+        agent = replace(agent, fleet_id=fleet_id)
         state.storage.upsert_agent(agent)
     if approval_gate and not scope.write_approved(state.profile, agent):
         raise ApiError(403, f"Agent '{agent_id}' is not approved. Contact tenant admin to set "

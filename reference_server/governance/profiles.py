@@ -179,6 +179,9 @@ class Profile:
     # an agent below trust 3 gets the same 403 for any id, existing or not (False: 404 for
     # an absent id first, an existence oracle for such a caller).
     delete_caller_checked_first: bool = False
+    # ... and a write (single or bulk) naming a fleet gives a home-less agent that home
+    # before any check, even when the write is then refused (False: writes never re-home).
+    write_homes_agent: bool = False
     hardening: Hardening = Hardening()
 
     def with_overrides(self, **changes: object) -> Profile:
@@ -268,6 +271,7 @@ MEMCLAW_2_29 = replace(
     recall_identity_filter_only=True,
     conflicted_exact_match_surfaces=True,
     delete_caller_checked_first=True,
+    write_homes_agent=True,
     search_rate="30/second",
     rate_limit_key="key",
 )

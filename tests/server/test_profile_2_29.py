@@ -348,3 +348,16 @@ def test_fast_write_names_its_near_duplicate(servers, profile: str) -> None:
     assert (named == first) == (profile == "memclaw-2.29")
     if profile != "memclaw-2.29":
         assert named is None
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_refused_write_still_homes_a_homeless_agent(servers, profile: str) -> None:
+    """The engine backfills a home-less agent's fleet from a write's fleet_id before its
+    checks: a trust-0 agent's refused write (403 not approved) still gives it that home."""
+    t = Tenant(servers[profile])
+    t.write("h0", None, "agent h0 registers with no fleet")  # type: ignore[arg-type]
+    t.trust("h0", 0)
+    refused = t.write("h0", "fleet-x", "h0 tries to write into fleet x")
+    assert refused.status_code == 403
+    home = t.call("GET", "/agents/h0").json()["fleet_id"]
+    assert home == ("fleet-x" if profile == "memclaw-2.29" else None)
