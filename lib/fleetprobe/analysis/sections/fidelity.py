@@ -104,7 +104,7 @@ def probe_answers(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFrame:
     """One row per judged probe of a matrix run: its verdict and the answer it was judged on."""
     return con.execute("""
         SELECT v.probe_id, v.path, v.principal, v.visibility, v.verdict, v.what,
-               p.status, p.returned, p.error, p.op
+               p.status, p.returned, p.error, p.op, p.who, p.row_key
         FROM events v LEFT JOIN (SELECT * FROM events WHERE run_id = ? AND experiment = 'matrix'
                                  AND phase = 'probe') p ON p.probe_id = v.probe_id
         WHERE v.run_id = ? AND v.experiment = 'matrix' AND v.phase = 'verdict'
@@ -125,13 +125,34 @@ def answer(row: pd.Series | None) -> str:
     return f"{row.verdict}{what}: {status}{returned}{words}"
 
 
-def reason(profile: pd.Series | None, engine: pd.Series | None, flaky: bool = False) -> str:
+def racing(answers: pd.DataFrame) -> dict[str, list[str]]:
+    """Duplicate probes (paths `dup_*`) sent side by side by one principal for one row:
+    probe id -> the paths of its group, when the group has more than one probe (they write
+    the same words into the same fleet at once, so each answer depends on which landed
+    first: a 201, or a 409 naming a sibling probe's copy)."""
+    dups = answers[answers.path.str.startswith("dup_") & answers.who.notna()]
+    found: dict[str, list[str]] = {}
+    for _, group in dups.groupby(["who", "row_key"]):
+        if len(group) > 1:
+            for probe in group.probe_id:
+                found[probe] = sorted(group.path)
+    return found
+
+
+def reason(profile: pd.Series | None, engine: pd.Series | None, flaky: bool = False,
+           race: list[str] | None = None) -> str:
     """Why two answers differ, from what each target answered: order-dependent when the
-    profile's own runs disagree on the probe; otherwise the difference itself."""
+    profile's own runs disagree on the probe, or when the principal's duplicate probes of the
+    row raced; otherwise the difference itself."""
     if flaky:
         return ("order-dependent: two runs of the profile with the same world disagree on "
                 "this probe too (concurrent probes of one row race; which write lands first "
                 "decides the answer)")
+    if race:
+        return (f"order-dependent: the principal sent {len(race)} duplicate probes of this "
+                f"row side by side ({', '.join(race)}), writing the same words into one fleet "
+                "at once; which copy lands first decides a 201 or a 409, and which copy a "
+                "near-duplicate answer names")
     if profile is None or engine is None:
         side = "engine" if profile is None else "profile"
         return f"only the {side} recorded this verdict"
@@ -149,6 +170,7 @@ def compare_cells(profile: pd.DataFrame, engine: pd.DataFrame, flaky: set[str] |
                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(cells, differing probes): every cell with its verdict and agreement, and every probe
     whose verdicts differ with both answers and the reason."""
+    races = racing(profile)
     p_by, e_by = (f.drop_duplicates("probe_id").set_index("probe_id") for f in (profile, engine))
     probes = sorted(set(p_by.index) | set(e_by.index))
     rows, diffs = [], []
@@ -163,7 +185,8 @@ def compare_cells(profile: pd.DataFrame, engine: pd.DataFrame, flaky: set[str] |
         if not same:
             diffs.append({"path": cell[0], "principal": cell[1], "visibility": cell[2],
                           "probe": probe, "profile": answer(p), "engine": answer(e),
-                          "reason": reason(p, e, probe in (flaky or set()))})
+                          "reason": reason(p, e, probe in (flaky or set()),
+                                           races.get(probe))})
     frame = pd.DataFrame(rows, columns=["path", "principal", "visibility", "probe", "same"])
     cells = (frame.groupby(["path", "principal", "visibility"], sort=True)
              .agg(probes=("probe", "size"), differing=("same", lambda s: int((~s).sum())))
@@ -207,10 +230,38 @@ def separation_rows(results: Any, profile_run: str, engine_run: str) -> pd.DataF
                 continue
             where = ", ".join(f"{k}={v}" for k, v in zip(
                 keys, group if isinstance(group, tuple) else (group,), strict=True))
+            agree = p.overlaps(e)
             rows.append({"metric": view.removeprefix("separation_") + (
                 f" ({where})" if where else ""), "profile": fmt_rate(p), "engine": fmt_rate(e),
-                "agree": "yes" if p.overlaps(e) else "no"})
+                "agree": "yes" if agree else "no",
+                "what each answered": "" if agree else separation_flags(
+                    results, view, profile_run, engine_run)})
     return pd.DataFrame(rows)
+
+
+# the per-answer flags a separation rate is made of (events of its phase), for a difference
+SEPARATION_FLAGS = {
+    "separation_reserved": ("reserved_check", ("refused", "envelope_ok", "names_route",
+                                               "stored")),
+    "separation_attribution": ("attribution", ("sales_named", "legal_named")),
+}
+
+
+def separation_flags(results: Any, view: str, profile_run: str, engine_run: str) -> str:
+    """Each side's count of every flag the differing rate is made of (from its events)."""
+    if view not in SEPARATION_FLAGS:
+        return ""
+    phase, flags = SEPARATION_FLAGS[view]
+    sides = []
+    for side, run in (("profile", profile_run), ("engine", engine_run)):
+        counts = results.con.execute(
+            "SELECT count(*), " + ", ".join(
+                f"count(*) FILTER (WHERE CAST({f} AS BOOLEAN))" for f in flags)
+            + " FROM events WHERE run_id = ? AND experiment = 'separation' AND phase = ?",
+            [run, phase]).fetchone()
+        sides.append(f"{side}: " + ", ".join(f"{f} {k}/{counts[0]}" for f, k in zip(
+            flags, counts[1:], strict=True)))
+    return "; ".join(sides)
 
 
 # ------------------------------------------------------------------------------ document
