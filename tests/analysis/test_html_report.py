@@ -59,5 +59,5 @@ def test_a_section_shows_its_files_and_says_what_is_missing(tmp_path):
     assert "get_by_id" in body and "Gaps by path." in body
     assert "not_written: not produced." in body
     assert "matrix_heatmap: not produced." in body
-    assert "matrix.ipynb not executed yet" in body  # no executed notebook in the folder
+    assert "<a href='matrix.ipynb'>matrix.ipynb</a>" in body
     assert "href='traces/run-a/'" in body and "CREATE VIEW matrix_summary" in body
