@@ -281,9 +281,10 @@ def document(pair: tuple[pd.Series, pd.Series], cells: pd.DataFrame, diffs: pd.D
         f"{engine.seed}). A cell is (path, principal, row visibility); it agrees when every "
         "probe in it got the same verdict from both targets' checkers.", "",
         f"cells agreeing: {agreeing}/{total} ({share:.1f}%)", "",
-        f"Probes compared: {int(cells.probes.sum())}, differing: {len(diffs)} (order-dependent, "
-        "i.e. differing between two runs of the profile itself too: "
-        f"{int(diffs.reason.str.startswith('order-dependent').sum()) if len(diffs) else 0}).",
+        f"Probes compared: {int(cells.probes.sum())}, differing: {len(diffs)}; order-dependent "
+        "(two runs of the profile disagree on the probe too, or the principal's duplicate "
+        "probes of one row raced): "
+        f"{int(diffs.reason.str.startswith('order-dependent').sum()) if len(diffs) else 0}.",
         "",
         "## Differences", "",
         diffs.to_markdown(index=False) if not diffs.empty else "_none_", "",
