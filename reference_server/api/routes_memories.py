@@ -8,6 +8,8 @@ import binascii
 import hashlib
 import json
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -54,9 +56,11 @@ StateDep = Annotated[ServerState, Depends(state_of)]
 
 # writes ----------------------------------------------------------------------------------
 
-def _require_agent_id(caller: Caller, body_agent_id: str | None) -> str:
-    """Agent keys write as their own agent; a tenant key must name one."""
-    if caller.agent_id is not None:
+def _require_agent_id(state: ServerState, caller: Caller, body_agent_id: str | None) -> str:
+    """Agent keys write as their own agent; a tenant key must name one (and so must an
+    asserted agent identity, under `asserted_writer_named_in_body`)."""
+    asserted = caller.kind != "agent_key" and state.profile.asserted_writer_named_in_body
+    if caller.agent_id is not None and not (asserted and body_agent_id is None):
         if body_agent_id is not None and body_agent_id != caller.agent_id:
             raise ApiError(403, f"agent_id '{body_agent_id}' does not match the authenticated "
                                 f"agent identity '{caller.agent_id}'.")
@@ -69,14 +73,32 @@ def _require_agent_id(caller: Caller, body_agent_id: str | None) -> str:
     return body_agent_id
 
 
+def _require_link_roles(state: ServerState, links: Sequence[Any] | None,
+                        loc: tuple[Any, ...]) -> None:
+    """MemClaw's engine requires `role` on every entity link (`entity_link_role_required`):
+    a link without one is a 422 `Field required`, as its request model answers."""
+    missing = [i for i, link in enumerate(links or []) if "role" not in link.model_fields_set]
+    if missing and state.profile.entity_link_role_required:
+        raise RequestValidationError([{
+            "type": "missing", "loc": [*loc, "entity_links", i, "role"], "msg": "Field required",
+            "input": {"entity_id": str(links[i].entity_id)}} for i in missing])
+
+
 def _resolve_writer(state: ServerState, caller: Caller, tenant_id: str, agent_id: str,
-                    fleet_id: str | None) -> tuple[AgentRow, str | None]:
-    """`resolve_write_agent`, trust 0, fleet default and `enforce_fleet_write`."""
+                    fleet_id: str | None, approval_gate: bool = True
+                    ) -> tuple[AgentRow, str | None]:
+    """`resolve_write_agent`, trust 0 (unless the route skips the approval gate), fleet
+    default and `enforce_fleet_write`."""
     agent = state.storage.get_agent(tenant_id, agent_id)
     if agent is None:  # auto-created at trust 1, home fleet = the first write's fleet
         agent = AgentRow(tenant_id, agent_id, fleet_id, 1)
         state.storage.upsert_agent(agent)
-    if not scope.write_approved(state.profile, agent):
+    elif agent.fleet_id is None and fleet_id is not None and state.profile.write_homes_agent:
+        # the engine's get_or_create_agent backfills a home-less agent's fleet before any
+        # check, so even a write it then refuses gives the agent that home
+        agent = replace(agent, fleet_id=fleet_id)
+        state.storage.upsert_agent(agent)
+    if approval_gate and not scope.write_approved(state.profile, agent):
         raise ApiError(403, f"Agent '{agent_id}' is not approved. Contact tenant admin to set "
                             "trust_level >= 1.")
     fleet = fleet_id if fleet_id is not None else agent.fleet_id
@@ -115,11 +137,12 @@ async def write_memory(body: MemoryCreate, request: Request, caller: CallerDep,
                        idempotency_header: Annotated[str | None,
                                                      Header(alias="Idempotency-Key")] = None
                        ) -> JSONResponse:
+    _require_link_roles(state, body.entity_links, ("body",))
     headers = state.rate_limit("write", caller, request.headers.get("x-api-key"))
     caller.enforce_tenant(body.tenant_id)
     if body.memory_type in RESERVED_MEMORY_TYPES:
         raise ApiError(422, reserved_type_message(body.memory_type))
-    agent_id = _require_agent_id(caller, body.agent_id)
+    agent_id = _require_agent_id(state, caller, body.agent_id)
     key = _idempotency_key(idempotency_header, body.metadata)
     if key is not None and state.profile.hardening.idempotency_per_agent:
         key = f"{agent_id}\x1f{key}"  # hardened: one agent's key is not another's oracle
@@ -160,14 +183,17 @@ async def write_bulk(body: BulkMemoryCreate, request: Request, caller: CallerDep
                      attempt_id: Annotated[str | None, Header(alias="X-Bulk-Attempt-Id")] = None
                      ) -> JSONResponse:
     started = time.perf_counter()
+    for i, item in enumerate(body.items):
+        _require_link_roles(state, item.entity_links, ("body", "items", i))
     headers = state.rate_limit("bulk", caller, request.headers.get("x-api-key"))
     caller.enforce_tenant(body.tenant_id)
     if not attempt_id:
         raise ApiError(400, "Missing required X-Bulk-Attempt-Id header")
     if not _valid_attempt_id(attempt_id):
         raise ApiError(400, "Invalid X-Bulk-Attempt-Id header")
-    agent_id = _require_agent_id(caller, body.agent_id)
-    agent, fleet = _resolve_writer(state, caller, body.tenant_id, agent_id, body.fleet_id)
+    agent_id = _require_agent_id(state, caller, body.agent_id)
+    agent, fleet = _resolve_writer(state, caller, body.tenant_id, agent_id, body.fleet_id,
+                                   approval_gate=state.profile.bulk_write_approval_gate)
     results = [await _bulk_item(state, body, agent, fleet, attempt_id, i, item)
                for i, item in enumerate(body.items)]
     counts = {s: sum(r["status"] == s for r in results)
@@ -194,12 +220,16 @@ async def _bulk_item(state: ServerState, body: BulkMemoryCreate, agent: AgentRow
               "id": None, "duplicate_of": None, "error": None}
     if state.profile.hardening.bulk_attempts_per_agent:  # stored per writer, shown as sent
         request_id = f"{agent.agent_id}\x1f{request_id}"
+    elif state.profile.bulk_attempts_per_fleet:  # the engine's (tenant, fleet, id) index
+        request_id = f"{fleet or ''}\x1f{request_id}"
     existing = state.storage.find_client_request(body.tenant_id, request_id)
     if existing:
         return result | {"status": "duplicate_attempt", "id": existing}
     if item.memory_type in RESERVED_MEMORY_TYPES:
         return result | {"status": "error",
                          "error": f"memory_type='{item.memory_type}' is server-reserved"}
+    if not state.profile.bulk_keeps_entity_links:
+        item = item.model_copy(update={"entity_links": []})
     ctx = _write_context(state, body.tenant_id, agent, fleet, body.visibility, item,
                          client_request_id=request_id)
     try:
@@ -314,6 +344,7 @@ async def update_memory(memory_id: UUID, body: MemoryUpdate,
                         tenant_id: Annotated[Text, Query()], caller: CallerDep,
                         state: StateDep, agent_id: Annotated[Text | None, Query()] = None
                         ) -> dict:
+    _require_link_roles(state, body.entity_links, ("body",))
     caller.enforce_tenant(tenant_id)
     given = {k: v for k, v in body.model_dump(exclude_unset=True).items()
              if v is not None or k not in NOT_NULL_COLUMNS}  # a null there means "unchanged"
@@ -366,8 +397,13 @@ async def delete_memory(memory_id: UUID, tenant_id: Annotated[Text, Query()],
                         caller: CallerDep, state: StateDep,
                         agent_id: Annotated[Text | None, Query()] = None) -> Response:
     caller.enforce_tenant(tenant_id)
+    viewer = _viewer(state, caller, agent_id)
+    if state.profile.delete_caller_checked_first:  # the caller's trust, before any lookup
+        denial = scope.delete_denial(state.profile, viewer, None)
+        if denial:
+            raise ApiError(403, denial)
     row = _live_row(state, tenant_id, memory_id)
-    denial = scope.delete_denial(state.profile, _viewer(state, caller, agent_id), row)
+    denial = scope.delete_denial(state.profile, viewer, row)
     if denial:
         raise ApiError(403, denial)
     state.storage.soft_delete(tenant_id, row["id"])
@@ -514,7 +550,8 @@ async def _search(state: ServerState, caller: Caller, body: SearchRequest,
     """The items, and the rate-limit headers for the answer on `path`."""
     headers = state.rate_limit("search", caller, raw_key, path)
     caller.enforce_readable_tenant(body.tenant_id)
-    ctx = SearchContext(state.profile, state.storage, state.embedder, caller, body)
+    ctx = SearchContext(state.profile, state.storage, state.embedder, caller, body,
+                        recall=path == "recall")
     # with a model embedder or a long query, embedding, scoring and scope walk go off the loop
     results = await off_loop_if_heavy(state.embedder, body.query, run_search, ctx)
     links = state.storage.entity_links_of([row["id"] for row, _ in results])

@@ -33,6 +33,19 @@ PROPOSED_WRITE_STEPS: tuple[str, ...] = (
     "insert_row_and_schedule_detection",
 )
 
+# MemClaw v2.29's write path: as measured, plus fast mode's advisory near-duplicate signal
+# (the new row's metadata names the nearest row of its fleet and visibility; no 409).
+ENGINE_2_29_WRITE_STEPS: tuple[str, ...] = (
+    "check_content_length",
+    "resolve_write_mode",
+    "hash_content",
+    "embed",
+    "check_exact_duplicate",
+    "check_near_duplicate",
+    "detect_near_duplicate",
+    "insert_row_and_schedule_detection",
+)
+
 # A flat store: no dedup, no supersession.
 NAIVE_WRITE_STEPS: tuple[str, ...] = (
     "check_content_length",
@@ -155,6 +168,34 @@ class Profile:
     rate_limit_header_paths: tuple[str, ...] = ("write",)
     # Numbers in a request body must be JSON numbers (MemClaw's pydantic coerces true, "5").
     strict_numbers: bool = False
+    # MemClaw's engine (`memclaw-2.29`), as it answered the kit (reports/FIDELITY.md):
+    # every entity link must carry `role` (422 `Field required`; False: it defaults to
+    # "mentioned"); a write whose agent is asserted rather than a verified agent key must
+    # name it in the body (422 `agent_id is required` outside standalone mode; False: the
+    # asserted X-Agent-ID is the writer); the bulk route skips the trust-0 approval gate that
+    # refuses a single write (its broker fan-in path; True: bulk refuses trust 0 too).
+    entity_link_role_required: bool = False
+    asserted_writer_named_in_body: bool = False
+    bulk_write_approval_gate: bool = True
+    # ... a bulk attempt id is unique per (tenant, fleet), so a replay from another fleet
+    # writes new rows and one from the same fleet answers with the attempt's row ids (False:
+    # tenant-wide); bulk items' entity links are not stored (True: stored as on a single
+    # write); /recall's caller identity is filter_agent_id alone (no key or X-Agent-ID
+    # identity, no match check: the fleet rule applies only with it; False: as search).
+    bulk_attempts_per_fleet: bool = False
+    bulk_keeps_entity_links: bool = True
+    recall_identity_filter_only: bool = False
+    # ... and a search or recall surfaces a `conflicted` row, unpenalised, when the query
+    # matches it lexically (every query term in the row: its full-text carve-out for "the
+    # row the caller named"); False: conflicted rows are hidden unless asked for by status.
+    conflicted_exact_match_surfaces: bool = False
+    # ... and DELETE checks the caller (registered, trust 3) before it looks the row up, so
+    # an agent below trust 3 gets the same 403 for any id, existing or not (False: 404 for
+    # an absent id first, an existence oracle for such a caller).
+    delete_caller_checked_first: bool = False
+    # ... and a write (single or bulk) naming a fleet gives a home-less agent that home
+    # before any check, even when the write is then refused (False: writes never re-home).
+    write_homes_agent: bool = False
     hardening: Hardening = Hardening()
 
     def with_overrides(self, **changes: object) -> Profile:
@@ -232,10 +273,24 @@ MEMCLAW_2_29 = replace(
     description="MemClaw's open-source engine v2.29.0 (2026-08), from the wire spec and "
     "checked against the engine: 05-31 scope, plus a tenant credential's X-Agent-ID is the "
     "caller's identity (shared-gate path), filter_agent_id other than that identity -> 403, "
-    "search limited at 30/second per key.",
+    "search limited at 30/second per key; entity links need a role, an asserted writer is "
+    "named in the body, bulk writes skip the trust-0 approval gate, keep no entity links and "
+    "scope attempt ids per fleet; /recall's identity is filter_agent_id alone; a conflicted "
+    "row the query matches word for word is searchable; DELETE checks the caller's trust "
+    "before the row; a fast-mode write names its near duplicate in its metadata.",
+    write_steps=ENGINE_2_29_WRITE_STEPS,
     search_filter_agent_must_match=True,
     agent_id_from_header=True,
     status_change_needs_write_trust=False,
+    entity_link_role_required=True,
+    asserted_writer_named_in_body=True,
+    bulk_write_approval_gate=False,
+    bulk_attempts_per_fleet=True,
+    bulk_keeps_entity_links=False,
+    recall_identity_filter_only=True,
+    conflicted_exact_match_surfaces=True,
+    delete_caller_checked_first=True,
+    write_homes_agent=True,
     search_rate="30/second",
     rate_limit_key="key",
     # the engine (v2.29.0, observed): links to unknown entities dropped, the write kept;

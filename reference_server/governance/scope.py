@@ -12,6 +12,7 @@ Trust ladder (paper 7.1): 0 read-only, 1 write home fleet, 2 cross-fleet read,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -23,6 +24,11 @@ CROSS_FLEET_READ_TRUST = 2
 CROSS_FLEET_WRITE_TRUST = 3
 DELETE_TRUST = 3
 HIDDEN_BY_DEFAULT = ("outdated", "conflicted")
+# English stop words PostgreSQL's `english` text search configuration drops (the common ones)
+STOP_WORDS = frozenset(
+    "a an and are as at be but by for from has have he her his i if in into is it its me my "
+    "no not of on or our she so that the their them then there these they this to was we "
+    "were what when where which while who will with you your".split())
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,19 @@ class SearchScope:
     filter_agent_id: str | None
     status_filter: str | None
     memory_type_filter: str | None
+    # the query's terms, for `conflicted_exact_match_surfaces` (empty: no lexical carve-out)
+    query_terms: frozenset[str] = frozenset()
+
+
+def lexical_terms(text: str) -> frozenset[str]:
+    """Lower-cased words of a text (stop words out): PostgreSQL `plainto_tsquery` without
+    stemming, for the engine's exact-lexical-match test."""
+    return frozenset(w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOP_WORDS)
+
+
+def lexically_matched(scope: SearchScope, row: dict) -> bool:
+    """Every term of the query appears in the row (the engine's `search_vector @@ query`)."""
+    return bool(scope.query_terms) and scope.query_terms <= lexical_terms(row["content"])
 
 
 def row_access_allowed(profile: Profile, viewer: Viewer, row: dict, write: bool = False) -> bool:
@@ -99,8 +118,10 @@ def search_row_visible(profile: Profile, scope: SearchScope, row: dict) -> bool:
     if scope.filter_agent_id is not None and row["agent_id"] != scope.filter_agent_id:
         return False  # rule 6
     if scope.status_filter is None:
-        if row["status"] in HIDDEN_BY_DEFAULT:
-            return False  # rule 7
+        if row["status"] in HIDDEN_BY_DEFAULT and not (
+                profile.conflicted_exact_match_surfaces and row["status"] == "conflicted"
+                and lexically_matched(scope, row)):
+            return False  # rule 7 (2.29: a conflicted row the query names comes back)
     elif row["status"] != scope.status_filter:
         return False
     return scope.memory_type_filter is None or row["memory_type"] == scope.memory_type_filter
@@ -146,9 +167,12 @@ def search_predicate_sql(profile: Profile, scope: SearchScope,
         where.append(f"agent_id = {mark}")  # rule 6
         args.append(scope.filter_agent_id)
     if scope.status_filter is None:
-        marks = ", ".join(mark for _ in HIDDEN_BY_DEFAULT)
-        where.append(f"status NOT IN ({marks})")  # rule 7
-        args.extend(HIDDEN_BY_DEFAULT)
+        # rule 7 (2.29: conflicted rows pass here; the Python rule keeps the matched ones)
+        hidden = tuple(s for s in HIDDEN_BY_DEFAULT if not (
+            profile.conflicted_exact_match_surfaces and s == "conflicted"))
+        marks = ", ".join(mark for _ in hidden)
+        where.append(f"status NOT IN ({marks})")
+        args.extend(hidden)
     else:
         where.append(f"status = {mark}")
         args.append(scope.status_filter)
@@ -208,9 +232,10 @@ def write_approved(profile: Profile, agent: AgentRow) -> bool:
     return not profile.governed or agent.trust_level >= 1
 
 
-def delete_denial(profile: Profile, viewer: Viewer, row: dict) -> str | None:
+def delete_denial(profile: Profile, viewer: Viewer, row: dict | None) -> str | None:
     """Why a delete is refused (None = allowed). With an agent identity a delete needs
-    trust 3 and write access to the row; a tenant key without agent_id is unrestricted."""
+    trust 3 and write access to the row (None: the caller's part only, before any row is
+    looked up); a tenant key without agent_id is unrestricted."""
     if not profile.governed or viewer.agent_id is None:
         return None
     if viewer.agent is None:
@@ -218,7 +243,7 @@ def delete_denial(profile: Profile, viewer: Viewer, row: dict) -> str | None:
     if viewer.agent.trust_level < DELETE_TRUST:
         home = viewer.agent.fleet_id or "none"
         return f"access policy: principals of fleet '{home}' are not permitted to delete memories."
-    if not row_access_allowed(profile, viewer, row, write=True):
+    if row is not None and not row_access_allowed(profile, viewer, row, write=True):
         return f"Agent '{viewer.agent_id}' cannot delete memory in fleet '{row['fleet_id']}'."
     return None
 

@@ -26,6 +26,7 @@ from ..governance.scope import (
     SearchScope,
     Viewer,
     fleet_read_allowed,
+    lexical_terms,
     search_row_visible,
 )
 from ..storage import AgentRow, Storage
@@ -47,6 +48,7 @@ class SearchContext:
     embedder: Embedder
     caller: Caller
     request: SearchRequest
+    recall: bool = False  # /recall (its identity rule may differ: recall_identity_filter_only)
     identity: str | None = None
     agent: AgentRow | None = None
     fleet_ids: tuple[str, ...] = ()
@@ -61,8 +63,10 @@ class SearchContext:
     def scope(self) -> SearchScope:
         r = self.request
         # a set: membership per candidate row must not grow with a hostile fleet_ids list
+        terms = (lexical_terms(r.query) if self.profile.conflicted_exact_match_surfaces
+                 else frozenset())
         return SearchScope(Viewer(self.identity, self.agent), frozenset(self.fleet_ids),
-                           r.filter_agent_id, r.status_filter, r.memory_type_filter)
+                           r.filter_agent_id, r.status_filter, r.memory_type_filter, terms)
 
 
 def resolve_search_identity(ctx: SearchContext) -> None:
@@ -70,6 +74,9 @@ def resolve_search_identity(ctx: SearchContext) -> None:
     the agent key's verified identity; 2.29 refuses a filter_agent_id naming another agent
     than the caller's identity."""
     wanted, own = ctx.request.filter_agent_id, ctx.caller.agent_id
+    if ctx.recall and ctx.profile.recall_identity_filter_only:
+        ctx.identity = wanted  # the engine's /recall: filter_agent_id is the only identity
+        return
     if (ctx.profile.search_filter_agent_must_match and wanted is not None and own is not None
             and wanted != own):
         raise ApiError(403, f"filter_agent_id '{wanted}' does not match the authenticated "
@@ -182,6 +189,9 @@ def _score(profile: Profile, query: str, row: dict, cosine: float) -> float:
     w = profile.keyword_weight
     similarity = (1 - w) * cosine + w * keyword_score(query, row["content"])
     base = profile.similarity_blend * similarity + (1 - profile.similarity_blend) * row["weight"]
+    if (profile.conflicted_exact_match_surfaces and row["status"] == "conflicted"
+            and lexical_terms(query) <= lexical_terms(row["content"])):
+        return base  # 2.29: a conflicted row the query names is not demoted
     return base * STATUS_PENALTY.get(row["status"], 1.0)
 
 

@@ -51,6 +51,8 @@ class DuplicateError(ApiError):
         self.kind = kind
         self.existing_id = existing_id
 
+# MemClaw's judge band (SEMANTIC_DEDUP_JUDGE_THRESHOLD): fast mode's advisory near duplicate
+ADVISORY_NEAR_DUPLICATE = 0.85
 
 @dataclass
 class WriteContext:
@@ -73,6 +75,8 @@ class WriteContext:
     embedding: np.ndarray | None = None
     response: dict[str, Any] | None = None
     on_detection_scheduled: Callable[[], None] | None = None
+    # fast mode's advisory near duplicate (detect_near_duplicate): (row id, cosine)
+    near_duplicate: tuple[str, float] | None = None
 
 
 async def resolve_write_mode(ctx: WriteContext) -> None:
@@ -146,6 +150,24 @@ def _same_dedup_scope(ctx: WriteContext, row: dict) -> bool:
             and row["status"] in LIVE_STATUSES and row["deleted_at"] is None)
 
 
+def detect_near_duplicate(ctx: WriteContext) -> None:
+    """Fast mode only (MemClaw's advisory twin of the strong gate, v2.29 `DetectNearDuplicate`):
+    the nearest live row of the same fleet and visibility at cosine >= 0.85, any agent's, is
+    named in the new row's metadata (`near_duplicate_of`); the write is admitted."""
+    if ctx.write_mode != "fast" or ctx.embedding is None:
+        return
+    if IDENTIFIER.search(ctx.fields.content):
+        return
+    rowids, sims = ctx.storage.ranked_by_similarity(ctx.tenant_id, ctx.embedding,
+                                                    ADVISORY_NEAR_DUPLICATE)
+    rows = ctx.storage.rows_by_rowids(rowids[:50].tolist())
+    for rowid, sim in zip(rowids[:50].tolist(), sims[:50].tolist(), strict=True):
+        row = rows.get(rowid)
+        if row and _same_dedup_scope(ctx, row):
+            ctx.near_duplicate = (row["id"], round(float(sim), 4))
+            return
+
+
 def check_near_duplicate_unless_single_valued_triple(ctx: WriteContext) -> None:
     """Paper 9.2 (a): a structural contradiction is decided by the detector, not the gate."""
     f = ctx.fields
@@ -209,6 +231,8 @@ def build_row(ctx: WriteContext) -> dict[str, Any]:
     metadata["memory_type_agent_set"] = f.memory_type is not None
     if ctx.write_mode == "fast":
         metadata["enrichment_pending"] = True  # no enrichment ever runs here (no LLM)
+    if ctx.near_duplicate is not None:
+        metadata["near_duplicate_of"], metadata["near_duplicate_similarity"] = ctx.near_duplicate
     metadata["write_latency_ms"] = int((time.perf_counter() - ctx.started) * 1000)
     return {
         "id": str(uuid.uuid4()), "tenant_id": ctx.tenant_id, "fleet_id": ctx.fleet_id,
@@ -235,7 +259,8 @@ def iso(value: datetime | None) -> str | None:
 STEPS: dict[str, Callable[[WriteContext], Any]] = {
     fn.__name__: fn for fn in (
         check_content_length, resolve_write_mode, hash_content, embed, check_exact_duplicate,
-        check_near_duplicate, check_near_duplicate_unless_single_valued_triple, insert_row,
+        check_near_duplicate, check_near_duplicate_unless_single_valued_triple,
+        detect_near_duplicate, insert_row,
         insert_row_and_schedule_detection)
 }
 

@@ -98,9 +98,9 @@ def test_a_new_section_is_one_module_and_one_registration_line(fixture_traces, t
     assert text.index("## Scale") < text.index("## Example view") < text.index("## Faults")
 
 
-def test_the_fidelity_slot_says_nothing_is_measured_yet(tmp_path):
+def test_the_fidelity_section_without_engine_runs_says_nothing_is_measured(tmp_path):
     out = sections_module("fidelity").build(Context(tmp_path, tmp_path))
-    assert out.key == "fidelity" and "Not measured yet" in out.sentence and not out.tables
+    assert out.key == "fidelity" and "Not measured" in out.sentence and not out.tables
 
 
 def sections_module(name: str):

@@ -148,13 +148,13 @@ def latency_verdict(run: pd.Series, measured: dict[str, float], claim: dict[str,
                     keys: Sequence[str]) -> tuple[str, str]:
     """(status, reason) for a latency claim: comparable only against a live target, and
     reproduced there when every percentile is within LIVE_LATENCY_FACTOR of the paper's."""
-    if run.target_kind != "live":
+    if run.target_kind not in ("live", "engine"):  # the engine is judged like a live target
         return NOT_COMPARABLE, (f"target kind {run.target_kind}: the paper measured "
                                 "memclaw.net, latency is comparable only against a live target")
     ratios = {k: measured[k] / claim[k] for k in keys if k in measured and claim[k]}
     within = bool(ratios) and all(
         1 / LIVE_LATENCY_FACTOR <= r <= LIVE_LATENCY_FACTOR for r in ratios.values())
-    where = "live target (loopback)" if is_loopback(run.get("base_url")) else "live target"
+    where = f"{run.target_kind} target" + (" (loopback)" * is_loopback(run.get("base_url")))
     return (REPRODUCED if within else DIFFERS), f"{where}; measured/paper " + ", ".join(
         f"{k} x{r:.2f}" for k, r in ratios.items())
 

@@ -24,9 +24,10 @@ KEY, TITLE = "live_targets", "Other targets"
 EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation")
 
 LATENCY_RULE = (
-    "Latency rule: a latency claim is judged only against a live target (the bundled "
-    "server's latency measures this machine, not memclaw.net: `not comparable`). For a live "
-    "target it is `reproduced` when every percentile the paper states is within a factor of "
+    "Latency rule: a latency claim is judged only against a live target or the engine "
+    "(the bundled server's latency measures this machine, not memclaw.net: `not comparable`). "
+    "For a live target or the engine it is `reproduced` when every percentile the paper "
+    "states is within a factor of "
     f"{LIVE_LATENCY_FACTOR:g} of the paper's value, in either direction, else `differs`; the "
     "measured/paper ratios are printed. A loopback endpoint is judged the same way but marked "
     "`loopback`, since its numbers exclude the network the paper's include. Live labels are "

@@ -1,0 +1,83 @@
+"""The fidelity section's comparison: cells, differing probes and the pairing of runs."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from fleetprobe.analysis.sections.fidelity import compare_cells, pairs
+
+COLUMNS = ["probe_id", "path", "principal", "visibility", "verdict", "what", "status",
+           "returned", "error", "op", "who", "row_key"]
+
+
+def answers(*rows: tuple) -> pd.DataFrame:
+    return pd.DataFrame(list(rows), columns=COLUMNS)
+
+
+def test_a_cell_agrees_only_when_every_probe_in_it_agrees() -> None:
+    profile = answers(
+        ("e1", "get", "t1 own", "scope_team", "ok", None, 200, True, None, "GET", "a", "r1"),
+        ("e2", "get", "t1 own", "scope_team", "ok", None, 200, True, None, "GET", "a", "r1"),
+        ("e3", "bulk_write", "t0 own", "scope_team", "ok", None, 403, False, "403 no", "POST",
+         "z", "r2"),
+        ("e4", "search", "t1 homeless", "scope_team", "ok", None, 200, False, None, "POST",
+         "h", "r3"))
+    engine = answers(
+        ("e1", "get", "t1 own", "scope_team", "ok", None, 200, True, None, "GET", "a", "r1"),
+        ("e2", "get", "t1 own", "scope_team", "ok", None, 200, True, None, "GET", "a", "r1"),
+        ("e3", "bulk_write", "t0 own", "scope_team", "gap", "writes into the fleet", 200,
+         True, None, "POST", "z", "r2"),
+        ("e4", "search", "t1 homeless", "scope_team", "ok", None, 200, False, None, "POST",
+         "h", "r3"),
+        ("e4+effect", "search", "t1 own", None, "side_effect", "re-homes the agent", None,
+         None, None, None, None, None))
+    cells, diffs = compare_cells(profile, engine)
+    assert len(cells) == 4
+    assert dict(zip(cells.path + "/" + cells.principal, cells.cell, strict=True)) == {
+        "bulk_write/t0 own": "differ", "get/t1 own": "agree", "search/t1 homeless": "agree",
+        "search/t1 own": "differ"}
+    assert list(diffs.probe) == ["e3", "e4+effect"]
+    e3 = diffs.iloc[0]
+    assert e3.profile.startswith("ok: HTTP 403 not returned")
+    assert e3.engine.startswith("gap (writes into the fleet): HTTP 200 returned")
+    assert "HTTP 200 where the profile answered HTTP 403" in e3.reason
+    assert diffs.iloc[1].profile == "no such verdict"
+    assert diffs.iloc[1].reason == "only the engine recorded this verdict"
+
+
+def test_runs_pair_only_with_the_same_params() -> None:
+    def run(run_id: str, kind: str, label: str, seed: int, profile: str | None = None
+            ) -> dict:
+        params = {"seed": seed, "fleets": 3, "target": {"kind": kind, "profile": profile},
+                  "client": {"max_concurrency": 8 if kind == "engine" else 4}}
+        return {"run_id": run_id, "experiment": "matrix", "target_kind": kind,
+                "profile": label, "params": json.dumps(params), "complete": True,
+                "started_at": run_id}
+    runs = pd.DataFrame([
+        run("1", "engine", "engine 2.29.0", 11),
+        run("2", "reference", "memclaw-2.29 headers", 11, "memclaw-2.29"),
+        run("3", "reference", "memclaw-2.29", 7, "memclaw-2.29"),
+        run("4", "reference", "memclaw-2026-05-31", 11, "memclaw-2026-05-31")])
+    found = pairs(runs, "matrix")
+    assert [(p.run_id, e.run_id) for p, e in found] == [("2", "1")]
+
+
+def test_racing_duplicate_probes_are_named_order_dependent() -> None:
+    row = ("t2 same_fleet", "scope_agent")
+    profile = answers(
+        ("e7", "dup_exact", *row, "gap", "reveals", 201, True, None, "POST", "b", "r9"),
+        ("e8", "dup_exact_fleet", *row, "ok", None, 409, False, "409 dup", "POST", "b", "r9"),
+        ("e9", "dup_near", "t1 own", "scope_team", "ok", None, 409, False, "409", "POST",
+         "c", "r9"))
+    engine = answers(
+        ("e7", "dup_exact", *row, "ok", None, 409, False, "409 dup", "POST", "b", "r9"),
+        ("e8", "dup_exact_fleet", *row, "gap", "reveals", 201, True, None, "POST", "b", "r9"),
+        ("e9", "dup_near", "t1 own", "scope_team", "ok", None, 201, False, None, "POST",
+         "c", "r9"))
+    _, diffs = compare_cells(profile, engine)
+    reasons = dict(zip(diffs.probe, diffs.reason, strict=True))
+    assert reasons["e7"].startswith("order-dependent: the principal sent 2 duplicate probes")
+    assert reasons["e8"] == reasons["e7"]
+    assert "e9" not in reasons  # another status, the same verdict: no difference
