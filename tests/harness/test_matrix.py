@@ -404,10 +404,16 @@ def test_asserted_identity_builds_every_principal_and_crosses_no_tenant(
     assert all(e["status"] == 201 for e in events(headers_run, "setup", step="register"))
     judged = verdicts_of(headers_run)
     na = Counter(v["what"] for v in judged if v["verdict"] == "n/a")
-    assert set(na) == {matrix_run.NA_NAMED, matrix_run.NA_WHOAMI}, na
+    # memclaw-2.29 keeps no entity links of bulk-written rows, as the engine (FIDELITY.md):
+    # their entity probes are n/a with the census's reason
+    unlinked = {w for w in na if w.startswith("the target kept no entity link for this row")}
+    assert set(na) - unlinked == {matrix_run.NA_NAMED, matrix_run.NA_WHOAMI}, na
     cross = [v for v in judged if v["cross_tenant"] and v["verdict"] not in ("n/a", "error")]
     assert cross and not [v for v in cross if v["verdict"] == "gap"]
-    assert not [v for v in judged if v["verdict"] in ("error", "miss")]
+    assert not [v for v in judged if v["verdict"] == "error"]
+    # misses only where memclaw-2.29 follows the engine's /recall (identity = filter_agent_id)
+    assert {v["path"] for v in judged if v["verdict"] == "miss"} <= {
+        "recall", "recall_fleet", "recall_fleets", "recall_agent"}
 
 
 def test_side_effects_on_asserted_identities_are_findings(headers_run: Path) -> None:
