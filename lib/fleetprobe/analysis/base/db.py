@@ -24,7 +24,7 @@ METRICS_SQL = Path(__file__).resolve().parent.parent / "metrics.sql"
 BOOLEAN_FIELDS = (
     "returned", "leak", "miss", "provisioned", "admitted", "both_admitted", "detected", "stale",
     "complete", "accurate", "depth_faithful", "visible", "flipped",
-    "deleted", "cross_tenant",  # matrix
+    "deleted", "cross_tenant", "registered",  # matrix
     "acknowledged", "found", "ok",  # faults
 )
 INTEGER_FIELDS = (
@@ -69,6 +69,9 @@ RUN_COLUMNS: dict[str, str] = {
     "executed": "VARCHAR",
     "has_manifest": "BOOLEAN",
     "packages": "VARCHAR",
+    # JSON lists: what the run skipped ({probe, reason}) and could not do (reasons)
+    "skipped": "VARCHAR",
+    "shortfalls": "VARCHAR",
 }
 
 
@@ -204,6 +207,8 @@ def read_manifest(run_dir: Path) -> dict:
         "executed": json.dumps(manifest.get("executed") or {}, sort_keys=True),
         "has_manifest": True,
         "packages": json.dumps(manifest.get("packages") or {}, sort_keys=True),
+        "skipped": json.dumps(manifest.get("skipped") or []),
+        "shortfalls": json.dumps(manifest.get("shortfalls") or []),
     }
 
 

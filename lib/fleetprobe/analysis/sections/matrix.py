@@ -33,18 +33,23 @@ from fleetprobe.policy import PATHS  # noqa: E402
 KEY, TITLE = "matrix", "Governance matrix"
 EXPERIMENTS = ("matrix",)
 TABLES = ("matrix_summary", "matrix_cross_tenant", "matrix_paper_rates", "matrix_not_applicable",
+          "matrix_na_reasons", "matrix_oracles", "matrix_side_effects", "matrix_entity_census",
           "matrix_agent_drift", "matrix_gaps")
-VIEWS = ("matrix_canonical", "matrix_summary", "matrix_cells", "matrix_gap_catalogue",
-         "matrix_cross_tenant", "matrix_paper_rates", "matrix_not_applicable",
-         "matrix_agent_drift")
+# the views load() reads per canonical run (matrix_canonical picks the runs)
+RUN_VIEWS = ("matrix_summary", "matrix_cells", "matrix_gap_catalogue", "matrix_cross_tenant",
+             "matrix_paper_rates", "matrix_not_applicable", "matrix_na_reasons",
+             "matrix_oracles", "matrix_side_effects", "matrix_entity_census",
+             "matrix_agent_drift")
+VIEWS = ("matrix_canonical", *RUN_VIEWS)
 
 NO_RUNS = ("No matrix runs yet: run `python -m fleetprobe batch params/extended.yaml` (every "
            "profile at full scale) or `PROFILE=hardened make run-matrix` (one profile), then "
            "`make report`.")
-PRINCIPALS = ("tenant key",
-              *(f"t{t} {rel}" for t in range(4)
-                for rel in ("own", "same_fleet", "other_fleet", "null_fleet", "homeless")),
-              "other tenant")
+RELATIONS = ("own", "same_fleet", "other_fleet", "null_fleet", "homeless")
+# the checker's labels (experiments/matrix/check.py principal_label): an agent id nobody
+# registered is `unregistered <relation>`
+PRINCIPALS = ("tenant key", *(f"t{t} {rel}" for t in range(4) for rel in RELATIONS),
+              *(f"unregistered {rel}" for rel in RELATIONS), "other tenant")
 PATH_ORDER = tuple(PATHS)
 PROFILE_ORDER = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "hardened", "naive",
                  "memclaw-2.29")
@@ -69,17 +74,31 @@ REPRODUCTION = {
     "search_agent": 'POST /api/v1/search {{"query":"<content of {row}>",'
                     '"filter_agent_id":"<owner of {row}>"}}',
     "recall": 'POST /api/v1/recall {{"tenant_id":"<t>","query":"<content of {row}>"}}',
+    "recall_agent": 'POST /api/v1/recall {{"query":"<content of {row}>",'
+                    '"filter_agent_id":"<owner of {row}>"}}',
+    "recall_fleet": 'POST /api/v1/recall {{"query":"<content of {row}>",'
+                    '"fleet_ids":["{fleets}"]}}',
+    "recall_fleets": 'POST /api/v1/recall {{"query":"<content of {row}>",'
+                     '"fleet_ids":["{fleets}"]}}',
     "entity": "GET /api/v1/entities/<entity linked to {row}>?tenant_id=<t>",
     "agent_read": "GET /api/v1/agents/<owner of {row}>?tenant_id=<t>",
     "whoami": "GET /api/v1/whoami with X-Agent-ID: <owner of {row}>",
     "dup_exact": 'POST /api/v1/memories {{"content":"<content of {row}>"}}',
     "dup_near": 'POST /api/v1/memories {{"content":"<content of {row}> again",'
                 '"write_mode":"strong"}}',
+    "dup_fast": 'POST /api/v1/memories {{"content":"<content of {row}> again",'
+                '"write_mode":"fast"}}, then read metadata.near_duplicate_of',
+    "dup_exact_fleet": 'POST /api/v1/memories {{"fleet_id":"{fleets}",'
+                       '"content":"<content of {row}>"}}',
+    "dup_near_fleet": 'POST /api/v1/memories {{"fleet_id":"{fleets}",'
+                      '"content":"<content of {row}> again","write_mode":"strong"}}',
     "bulk_attempt": "POST /api/v1/memories/bulk with X-Bulk-Attempt-Id: <the attempt id "
                     "that wrote {row}>",
     "idempotency": "POST /api/v1/memories with Idempotency-Key: <the key that wrote {row}>, "
                    "another body",
     "patch": 'PATCH /api/v1/memories/<id of {row}>?tenant_id=<t> {{"weight":0.42}}',
+    "patch_content": 'PATCH /api/v1/memories/<id of {row}>?tenant_id=<t> '
+                     '{{"content":"<new words>"}}',
     "patch_status": 'PATCH /api/v1/memories/<id of {row}>/status?tenant_id=<t> '
                     '{{"status":"archived"}}',
     "delete": "DELETE /api/v1/memories/<id of {row}>?tenant_id=<t>",
@@ -121,6 +140,14 @@ MECHANISM = {
                     "(wire contract 2.3, 4.2): naming another agent searches as that agent.",
     "recall": "/recall takes the same request as search and uses only filter_agent_id as "
               "caller identity (wire contract 2.3).",
+    "recall_agent": "/recall's filter_agent_id is both the author filter and its only caller "
+                    "identity (wire contract 2.3, 4.2): naming another agent recalls as that "
+                    "agent.",
+    "recall_fleet": "/recall takes search's request with filter_agent_id as its only identity: "
+                    "with none, the one named fleet is never checked against the caller's "
+                    "trust (wire contract 2.3, 4.3).",
+    "recall_fleets": "/recall takes search's request: a multi-element fleet_ids skips "
+                     "enforce_fleet_read (wire contract 2.3, 4.3, gaps as coded).",
     "entity": "GET /entities/{id} returns the entity whatever its fleet, and its linked "
               "memories are filtered by the by-id predicate only (wire contract 2.10, 4.4).",
     "agent_read": "GET /agents/{id} returns any agent of the tenant, trust level and home "
@@ -130,6 +157,14 @@ MECHANISM = {
     "dup_near": "The strong-mode near-duplicate gate compares across the agents of a fleet and "
                 "visibility, private rows included, and names the row it matched "
                 "(wire contract 5.1).",
+    "dup_fast": "A fast-mode write (the default mode) never refuses a near-duplicate but "
+                "stamps metadata.near_duplicate_of with the nearest row of the fleet and "
+                "visibility across agents, private rows included (wire contract 5.1, 5.3).",
+    "dup_exact_fleet": "The exact-duplicate check looks up the fleet the write names, not the "
+                       "caller's, and its 409 names the row it matched (wire contract 5.1).",
+    "dup_near_fleet": "The strong-mode near-duplicate gate compares within the fleet the write "
+                      "names, across its agents, private rows included, and its 409 names the "
+                      "row it matched (wire contract 5.1).",
     "bulk_attempt": "Bulk attempt ids are looked up tenant-wide: reusing another agent's "
                     "X-Bulk-Attempt-Id answers duplicate_attempt with its row ids "
                     "(wire contract 2.2).",
@@ -137,6 +172,9 @@ MECHANISM = {
                    "'reused with a different request body' or replays its response "
                    "(wire contract 2.1).",
     "patch": "PATCH lets the caller change a row the policy does not let it change.",
+    "patch_content": "PATCH of content runs only enforce_update (trust 0 refused, trust 1-2 "
+                     "own rows, trust 3 any row) and re-embeds the row: it does not ask "
+                     "whether the row lies in the caller's write scope (wire contract 2.7).",
     "patch_status": "PATCH status runs only the by-id write check: no trust or ownership rule "
                     "(wire contract 2.6).",
     "delete": "DELETE lets the caller remove a row the policy does not let it remove.",
@@ -215,9 +253,7 @@ def load(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
         return {}
     ids = list(runs.run_id)
     out = {"runs": runs}
-    for view in ("matrix_summary", "matrix_cells", "matrix_gap_catalogue",
-                 "matrix_cross_tenant", "matrix_paper_rates", "matrix_not_applicable",
-                 "matrix_agent_drift"):
+    for view in RUN_VIEWS:
         # ORDER BY ALL: a total order, so committed tables are a pure function of the traces
         frame = con.execute(f"SELECT * FROM {view} WHERE run_id IN "
                             f"(SELECT unnest(?::VARCHAR[])) ORDER BY ALL", [ids]).df()
@@ -339,10 +375,10 @@ def summary(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
                                 if x.n else "")
         s[column] = [values.get(run, "not run") for run in s.run_id]
     s = s.set_index("target").loc[_order(list(s.target))].reset_index()
-    return s[["target", "run_id", "complete", "probes", "random_probes", "gaps", "misses",
-              "refused", "not_applicable", "errors", "cross_tenant_probes",
-              "cross_tenant_successes", "agents_drifted", "paper_get_exposure",
-              "paper_search_leak"]]
+    return s[["target", "run_id", "complete", "incomplete_reason", "shortfalls", "probes",
+              "random_probes", "gaps", "misses", "oracles", "side_effects", "refused",
+              "not_applicable", "errors", "cross_tenant_probes", "cross_tenant_successes",
+              "agents_drifted", "paper_get_exposure", "paper_search_leak"]]
 
 
 def paper_rates(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -413,6 +449,13 @@ def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
     return paths_out
 
 
+def _by_target(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """`columns` of a per-run view, targets in report order (rows in view order within)."""
+    rank = {t: i for i, t in enumerate(_order(list(frame.target.unique())))}
+    frame = frame.sort_values("target", key=lambda s: s.map(rank), kind="stable")
+    return frame[columns].reset_index(drop=True)
+
+
 def _md(frame: pd.DataFrame, empty: str) -> str:
     return frame.to_markdown(index=False) if not frame.empty else f"_{empty}_"
 
@@ -433,13 +476,23 @@ def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
         ["probes", "successes"]].sum()
     papers = paper_rates(frames)
     na = frames["matrix_not_applicable"][["target", "path", "probes", "reason"]]
+    na_reasons = _by_target(frames["matrix_na_reasons"],
+                            ["target", "reason", "probes", "paths", "example_probe"])
+    oracles, effects = (_by_target(frames[v], ["target", "path", "what", "count",
+                                               "example_probe"])
+                        for v in ("matrix_oracles", "matrix_side_effects"))
+    census = _by_target(frames["matrix_entity_census"],
+                        ["target", "entities", "entities_read", "linked_rows",
+                         "entity_links_skipped"])
     drift = frames["matrix_agent_drift"][["target", "who", "trust_before", "trust_after",
                                           "home_before", "home_after"]]
     written = []
     detail = cat.drop(columns=["reproduction", "mechanism"])
     for name, frame in (("matrix_summary", summ), ("matrix_gaps", detail),
                         ("matrix_cross_tenant", cross), ("matrix_paper_rates", papers),
-                        ("matrix_not_applicable", na), ("matrix_agent_drift", drift)):
+                        ("matrix_not_applicable", na), ("matrix_na_reasons", na_reasons),
+                        ("matrix_oracles", oracles), ("matrix_side_effects", effects),
+                        ("matrix_entity_census", census), ("matrix_agent_drift", drift)):
         path = tables_dir / f"{name}.csv"
         frame.to_csv(path, index=False)
         written.append(path)
@@ -451,13 +504,27 @@ def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
         "tenant) x every path, judged against the declarative policy in "
         "`lib/fleetprobe/policy.py` (the paper's Inv-Scope). A gap: the path returned, "
         "revealed or changed what the policy denies. A miss: a path that must return the row "
-        "withheld it. Refused: a change the policy allows was refused (stricter, not a miss).",
+        "withheld it. Refused: a change the policy allows was refused (stricter, not a miss). "
+        "Oracle: a denied probe whose answer tells that the row or key exists (it differs from "
+        "the answer for an id that does not exist). Side effect: a probe that registered, "
+        "re-homed or re-trusted a principal (not a probe of its own: probe counts leave it "
+        "out). Incomplete runs say why (`incomplete_reason`, `shortfalls`).",
         "![heatmap](figures/matrix_heatmap.png)",
         "## Summary per target\n\n" + _md(summ, "no runs"),
         "## Cross-tenant tally\n\n" + _md(cross, "no cross-tenant probes"),
         "## The paper's two rates at scale (paper 7.1 design; N = 2 F^2 K)\n\n" + _md(
             papers, "no paper-scale probes in these runs (set paper_fleets: 10)"),
         "## Endpoints a target lacks (n/a)\n\n" + _md(na, "none: every path answered"),
+        "## Probes not applicable, by reason\n\n" + _md(na_reasons, "none"),
+        "## Existence oracles\n\nA denied probe whose answer tells \"exists\" from \"does "
+        "not exist\" (`what` quotes both answers).\n\n" + _md(
+            oracles, "none recorded (runs before the matrix rework did not judge oracles)"),
+        "## Side effects\n\nProbes that changed a principal as the target answered them.\n\n"
+        + _md(effects, "none recorded (runs before the matrix rework did not judge side "
+                       "effects)"),
+        "## Entity census\n\nEntities read back after the rows were written, the rows their "
+        "linked_memories list, and the rows whose link the target did not keep (their entity "
+        "probes are n/a).\n\n" + _md(census, "no entity census"),
         "## Principals the probes changed (drift)\n\n" + _md(
             drift, "none: every agent kept its trust and home fleet"),
         "## Gap catalogue\n\nOne line per target, path and finding; the principals it holds "
