@@ -812,11 +812,10 @@ WITH census AS (
           FROM manifests WHERE experiment = 'matrix')
     WHERE s ->> 'probe' = 'entity links' GROUP BY run_id
 )
-SELECT r.run_id, r.profile, coalesce(c.entities, 0) AS entities,
-       coalesce(c.entities_read, 0) AS entities_read,
+-- (runs recorded before the census have no line)
+SELECT r.run_id, r.profile, c.entities, c.entities_read,
        CAST(coalesce(c.linked_rows, 0) AS BIGINT) AS linked_rows, k.entity_links_skipped
-FROM runs r LEFT JOIN census c USING (run_id) LEFT JOIN skips k USING (run_id)
-WHERE r.experiment = 'matrix';
+FROM census c JOIN runs r USING (run_id) LEFT JOIN skips k USING (run_id);
 
 -- cross-tenant probes and how many of them succeeded (returned, revealed or changed)
 CREATE VIEW matrix_cross_tenant AS

@@ -524,7 +524,7 @@ def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
                        "effects)"),
         "## Entity census\n\nEntities read back after the rows were written, the rows their "
         "linked_memories list, and the rows whose link the target did not keep (their entity "
-        "probes are n/a).\n\n" + _md(census, "no entity census"),
+        "probes are n/a).\n\n" + _md(census, "no entity census in these runs (recorded since the matrix rework)"),
         "## Principals the probes changed (drift)\n\n" + _md(
             drift, "none: every agent kept its trust and home fleet"),
         "## Gap catalogue\n\nOne line per target, path and finding; the principals it holds "
