@@ -11,7 +11,6 @@ and reports/figures/matrix_heatmap.{png,pdf}; without matrix runs the section sa
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -23,7 +22,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.gridspec import GridSpec  # noqa: E402
 
 from fleetprobe.analysis.base.html import figure_file, table_file  # noqa: E402
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
@@ -395,53 +393,65 @@ def paper_rates(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return frame.sort_values(["target", "metric"], kind="stable").reset_index(drop=True)
 
 
+# Heatmap geometry, in inches: a cell, the margins around a panel (its principals on the
+# left, its paths below, its title above) and the colour bar. A fixed layout: no layout pass,
+# so the figure is drawn once per file it is saved to.
+CELL_W, CELL_H = 0.15, 0.13
+LEFT, RIGHT, TOP, BOTTOM = 1.35, 0.75, 0.55, 0.15
+PANEL_TOP, PANEL_BOTTOM, PANEL_GAP = 0.22, 1.0, 0.15
+HEATMAP_DPI = 130
+
+
 def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Principal x path, colour = gap rate; one panel per target, the colour bar in a grid
-    column of its own; a cell with misses is marked `m`, a cell never probed is grey."""
+    """Principal x path, colour = gap rate; one panel per target, the colour bar at the
+    right; a cell with misses is marked `m`, a cell never probed is grey."""
     targets = _order(list(cells.target.unique()))
     paths = [p for p in PATH_ORDER if p in set(cells.path)]
     whos = [p for p in PRINCIPALS if p in set(cells.principal)]
     # at most three panels a row, so the figure stays readable at 100 % zoom
     ncols = max(1, min(3, len(targets)))
     nrows = -(-len(targets) // ncols)
-    fig = plt.figure(figsize=(0.32 * len(paths) * ncols + 3.5,
-                              nrows * (0.3 * len(whos) + 2.6)))
-    grid = GridSpec(nrows, ncols + 1, figure=fig, width_ratios=[*([1.0] * ncols), 0.04])
+    panel_w, panel_h = CELL_W * len(paths), CELL_H * len(whos)
+    width = LEFT + ncols * panel_w + (ncols - 1) * PANEL_GAP + RIGHT
+    height = TOP + nrows * (PANEL_TOP + panel_h + PANEL_BOTTOM) + BOTTOM
+    fig = plt.figure(figsize=(width, height))
+    cmap = plt.get_cmap("Reds").with_extremes(bad="#d9d9d9")  # grey: nothing judged
     image = None
     for i, target in enumerate(targets):
-        ax = fig.add_subplot(grid[i // ncols, i % ncols])
+        row, col = divmod(i, ncols)
+        x0 = LEFT + col * (panel_w + PANEL_GAP)
+        y0 = height - TOP - row * (PANEL_TOP + panel_h + PANEL_BOTTOM) - PANEL_TOP - panel_h
+        ax = fig.add_axes((x0 / width, y0 / height, panel_w / width, panel_h / height))
         part = cells[cells.target == target]
-        n = part.pivot_table(index="principal", columns="path", values="n", aggfunc="sum")
-        gaps = part.pivot_table(index="principal", columns="path", values="gaps", aggfunc="sum")
-        misses = part.pivot_table(index="principal", columns="path", values="misses",
-                                  aggfunc="sum")
-        n, gaps, misses = (f.reindex(index=whos, columns=paths) for f in (n, gaps, misses))
+        n, gaps, misses = (part.pivot_table(index="principal", columns="path", values=v,
+                                            aggfunc="sum").reindex(index=whos, columns=paths)
+                           for v in ("n", "gaps", "misses"))
         with np.errstate(invalid="ignore", divide="ignore"):
             share = np.where(n.to_numpy(dtype=float) > 0,
                              gaps.to_numpy(dtype=float) / n.to_numpy(dtype=float), np.nan)
-        cmap = plt.get_cmap("Reds").with_extremes(bad="#d9d9d9")  # grey: nothing judged
         image = ax.imshow(np.ma.masked_invalid(share), cmap=cmap, vmin=0, vmax=1,
                           aspect="auto", interpolation="nearest")
-        for (y, x), m in np.ndenumerate(misses.fillna(0).to_numpy()):
-            if m > 0:
-                ax.text(x, y, "m", ha="center", va="center", fontsize=6, color="tab:blue")
-        ax.set_title(target, fontsize=9)
-        ax.set_xticks(range(len(paths)), paths, rotation=90, fontsize=6)
-        ax.set_yticks(range(len(whos)), whos if i % ncols == 0 else [""] * len(whos),
-                      fontsize=6)
+        ys, xs = np.nonzero(misses.fillna(0).to_numpy() > 0)
+        if len(xs):  # one collection of markers, not a text per cell
+            ax.scatter(xs, ys, marker="$m$", s=12, c="#1f4e9c", linewidths=0)
+        ax.set_title(target, fontsize=7, pad=2)
+        ax.set_xticks(range(len(paths)), paths, rotation=90, fontsize=5)
+        ax.set_yticks(range(len(whos)), whos, fontsize=5)
+        ax.tick_params(length=1.5, pad=1, labelleft=col == 0)
         ax.grid(False)
-    cax = fig.add_subplot(grid[:, -1])
-    fig.colorbar(image, cax=cax, label="gap rate (gaps / judged probes)")
+    cax = fig.add_axes(((width - RIGHT + 0.15) / width, BOTTOM / height + 0.1,
+                        0.12 / width, 1 - (TOP + BOTTOM) / height - 0.2))
+    bar = fig.colorbar(image, cax=cax)
+    bar.set_label("gap rate (gaps / judged probes)", fontsize=6)
+    bar.ax.tick_params(labelsize=5)
     fig.suptitle("Governance matrix: where each target returns, reveals or changes what the "
-                 "policy denies (m = misses, grey = not probed)", fontsize=10)
+                 "policy denies (m = misses, grey = not probed)", fontsize=8,
+                 y=1 - 0.15 / height, va="top")
     out_dir.mkdir(parents=True, exist_ok=True)
     paths_out = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)  # a layout warning is a bug here
-        fig.tight_layout(rect=(0, 0, 1, 0.97))  # room for the suptitle above the panels
     for ext in ("png", "pdf"):
         path = out_dir / f"matrix_heatmap.{ext}"
-        fig.savefig(path, dpi=150, metadata=(
+        fig.savefig(path, dpi=HEATMAP_DPI, metadata=(
             {"CreationDate": None, "Producer": None, "Creator": None} if ext == "pdf"
             else {"Software": None}))
         paths_out.append(path)
@@ -524,7 +534,8 @@ def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
                        "effects)"),
         "## Entity census\n\nEntities read back after the rows were written, the rows their "
         "linked_memories list, and the rows whose link the target did not keep (their entity "
-        "probes are n/a).\n\n" + _md(census, "no entity census in these runs (recorded since the matrix rework)"),
+        "probes are n/a).\n\n" + _md(
+            census, "no entity census in these runs (recorded since the matrix rework)"),
         "## Principals the probes changed (drift)\n\n" + _md(
             drift, "none: every agent kept its trust and home fleet"),
         "## Gap catalogue\n\nOne line per target, path and finding; the principals it holds "
