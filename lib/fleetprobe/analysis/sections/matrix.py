@@ -528,14 +528,15 @@ def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
         "## Probes not applicable, by reason\n\n" + _md(na_reasons, "none"),
         "## Existence oracles\n\nA denied probe whose answer tells \"exists\" from \"does "
         "not exist\" (`what` quotes both answers).\n\n" + _md(
-            oracles, "none recorded (runs before the matrix rework did not judge oracles)"),
+            oracles, "none (a run recorded before the matrix rework has no oracle verdicts at "
+                     "all)"),
         "## Side effects\n\nProbes that changed a principal as the target answered them.\n\n"
-        + _md(effects, "none recorded (runs before the matrix rework did not judge side "
-                       "effects)"),
+        + _md(effects, "none (a run recorded before the matrix rework has no side-effect "
+                       "verdicts at all)"),
         "## Entity census\n\nEntities read back after the rows were written, the rows their "
         "linked_memories list, and the rows whose link the target did not keep (their entity "
         "probes are n/a).\n\n" + _md(
-            census, "no entity census in these runs (recorded since the matrix rework)"),
+            census, "no entity census in these runs (a run takes one since the matrix rework)"),
         "## Principals the probes changed (drift)\n\n" + _md(
             drift, "none: every agent kept its trust and home fleet"),
         "## Gap catalogue\n\nOne line per target, path and finding; the principals it holds "
