@@ -717,8 +717,10 @@ FROM events WHERE not_applicable IS NOT NULL GROUP BY ALL;
 -- the paper's own probe design (7.1) at scale, judged by the paper's expectation.
 -- ---------------------------------------------------------------------------------------
 
+-- is_effect: a side effect a probe had (`<probe_id>+effect`), not a probe of its own
 CREATE VIEW matrix_verdicts AS
-SELECT v.*, r.profile AS run_profile, r.target_kind AS run_target_kind
+SELECT v.*, r.profile AS run_profile, r.target_kind AS run_target_kind,
+       coalesce(v.probe_id LIKE '%+effect', false) AS is_effect
 FROM events v JOIN runs r USING (run_id)
 WHERE v.experiment = 'matrix' AND v.phase = 'verdict';
 
@@ -741,10 +743,11 @@ SELECT run_id, run_profile AS profile, run_target_kind AS target_kind, principal
        count(*) FILTER (WHERE verdict = 'gap')                 AS gaps,
        count(*) FILTER (WHERE verdict = 'miss')                AS misses,
        count(*) FILTER (WHERE verdict = 'refused')             AS refused,
+       count(*) FILTER (WHERE verdict = 'oracle')              AS oracles,
        count(*) FILTER (WHERE verdict = 'n/a')                 AS na,
        count(*) FILTER (WHERE expected = 'deny' AND verdict NOT IN ('n/a', 'error')) AS denied
 FROM matrix_verdicts
-WHERE path NOT LIKE 'paper_%'
+WHERE path NOT LIKE 'paper_%' AND NOT is_effect
 GROUP BY ALL;
 
 -- gap catalogue: one line per (path, principal, verdict, what) with its first probe as the
@@ -772,6 +775,47 @@ SELECT run_id, run_profile AS profile, path,
                                     AND what NOT LIKE 'no entity linked%'), min(what)) AS reason,
        count(*) AS probes
 FROM matrix_verdicts WHERE verdict = 'n/a' GROUP BY ALL;
+
+-- n/a by reason (the checker's `what`: the target's words, or why the probe was not sent)
+CREATE VIEW matrix_na_reasons AS
+SELECT run_id, run_profile AS profile, what AS reason, count(*) AS probes,
+       string_agg(DISTINCT path, ', ' ORDER BY path) AS paths,
+       arg_min(probe_id, seq) AS example_probe
+FROM matrix_verdicts WHERE verdict = 'n/a' GROUP BY ALL;
+
+-- existence oracles (a denied probe whose answer tells "exists" from "does not exist") and
+-- side effects (a probe that registered, re-homed or re-trusted a principal): one line per
+-- (path, what) with a count and the first probe as example
+CREATE VIEW matrix_oracles AS
+SELECT run_id, run_profile AS profile, path, what, count(*) AS count,
+       arg_min(probe_id, seq) AS example_probe
+FROM matrix_verdicts WHERE verdict = 'oracle' GROUP BY ALL;
+
+CREATE VIEW matrix_side_effects AS
+SELECT run_id, run_profile AS profile, path, what, count(*) AS count,
+       arg_min(probe_id, seq) AS example_probe
+FROM matrix_verdicts WHERE verdict = 'side_effect' GROUP BY ALL;
+
+-- the entity census: per run, the entities read back (tenant x fleet), how many answered,
+-- the rows their linked_memories list, and the manifest's `entity links` skip (rows written
+-- with a link the target did not keep; their entity probes are n/a)
+CREATE VIEW matrix_entity_census AS
+WITH census AS (
+    SELECT run_id, count(*) AS entities,
+           count(*) FILTER (WHERE status BETWEEN 200 AND 299) AS entities_read,
+           sum(CASE WHEN coalesce(linked, '') = '' THEN 0
+                    ELSE len(string_split(linked, ' ')) END) AS linked_rows
+    FROM events WHERE experiment = 'matrix' AND phase = 'census_entity' GROUP BY run_id
+), skips AS (
+    SELECT run_id, string_agg(s ->> 'reason', '; ') AS entity_links_skipped
+    FROM (SELECT run_id, unnest(from_json(coalesce(skipped, '[]'), '["JSON"]')) AS s
+          FROM manifests WHERE experiment = 'matrix')
+    WHERE s ->> 'probe' = 'entity links' GROUP BY run_id
+)
+-- (runs recorded before the census have no line)
+SELECT r.run_id, r.profile, c.entities, c.entities_read,
+       CAST(coalesce(c.linked_rows, 0) AS BIGINT) AS linked_rows, k.entity_links_skipped
+FROM census c JOIN runs r USING (run_id) LEFT JOIN skips k USING (run_id);
 
 -- cross-tenant probes and how many of them succeeded (returned, revealed or changed)
 CREATE VIEW matrix_cross_tenant AS
@@ -810,12 +854,17 @@ WHERE b.experiment = 'matrix' AND b.phase = 'census_agent' AND b.step = 'before'
   AND (a.trust IS DISTINCT FROM b.trust OR a.home IS DISTINCT FROM b.home);
 
 -- one line per run
+-- one line per run (probes: verdicts of probes, side effects not counted)
 CREATE VIEW matrix_summary AS
-SELECT r.run_id, r.profile, r.target_kind, r.complete,
-       count(*) FILTER (WHERE v.path NOT LIKE 'paper_%')                         AS probes,
-       count(*) FILTER (WHERE v.probe_id LIKE 'r%')                              AS random_probes,
+SELECT r.run_id, r.profile, r.target_kind, r.complete, r.incomplete_reason,
+       nullif(array_to_string(from_json(coalesce(any_value(m.shortfalls), '[]'), '["VARCHAR"]'),
+                              '; '), '')                                         AS shortfalls,
+       count(*) FILTER (WHERE v.path NOT LIKE 'paper_%' AND NOT v.is_effect)     AS probes,
+       count(*) FILTER (WHERE v.probe_id LIKE 'r%' AND NOT v.is_effect)          AS random_probes,
        count(*) FILTER (WHERE v.verdict = 'gap' AND v.path NOT LIKE 'paper_%')   AS gaps,
        count(*) FILTER (WHERE v.verdict = 'miss' AND v.path NOT LIKE 'paper_%')  AS misses,
+       count(*) FILTER (WHERE v.verdict = 'oracle')                              AS oracles,
+       count(*) FILTER (WHERE v.verdict = 'side_effect')                         AS side_effects,
        count(*) FILTER (WHERE v.verdict = 'refused')                             AS refused,
        count(*) FILTER (WHERE v.verdict = 'n/a')                                 AS not_applicable,
        count(*) FILTER (WHERE v.verdict = 'error')                               AS errors,
@@ -823,7 +872,7 @@ SELECT r.run_id, r.profile, r.target_kind, r.complete,
                                                                                  AS cross_tenant_probes,
        count(*) FILTER (WHERE v.cross_tenant AND v.verdict = 'gap')              AS cross_tenant_successes,
        (SELECT count(*) FROM matrix_agent_drift d WHERE d.run_id = r.run_id)    AS agents_drifted
-FROM runs r JOIN matrix_verdicts v USING (run_id)
+FROM runs r JOIN matrix_verdicts v USING (run_id) LEFT JOIN manifests m USING (run_id)
 GROUP BY ALL;
 
 -- Backends x governance matrix (issue 11): per matrix run, judged probes and their gaps and
@@ -832,7 +881,7 @@ GROUP BY ALL;
 -- ---------------------------------------------------------------------------------------
 
 CREATE VIEW backend_matrix_counts AS
-WITH v AS (SELECT * FROM matrix_verdicts WHERE path NOT LIKE 'paper_%')
+WITH v AS (SELECT * FROM matrix_verdicts WHERE path NOT LIKE 'paper_%' AND NOT is_effect)
 SELECT run_id, 'matrix_gap' AS metric,
        count(*) FILTER (WHERE verdict = 'gap')                  AS numerator,
        count(*) FILTER (WHERE verdict NOT IN ('n/a', 'error'))  AS denominator,
@@ -861,4 +910,4 @@ SELECT run_id, run_profile AS profile, path,
        -- the path's own answer first, else why its probes were not sent
        coalesce(min(what) FILTER (WHERE verdict = 'n/a' AND what LIKE 'not supported%'),
                 min(what) FILTER (WHERE verdict = 'n/a'))      AS na_reason
-FROM matrix_verdicts WHERE path NOT LIKE 'paper_%' GROUP BY ALL;
+FROM matrix_verdicts WHERE path NOT LIKE 'paper_%' AND NOT is_effect GROUP BY ALL;

@@ -11,7 +11,6 @@ and reports/figures/matrix_heatmap.{png,pdf}; without matrix runs the section sa
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -23,7 +22,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.gridspec import GridSpec  # noqa: E402
 
 from fleetprobe.analysis.base.html import figure_file, table_file  # noqa: E402
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
@@ -33,18 +31,23 @@ from fleetprobe.policy import PATHS  # noqa: E402
 KEY, TITLE = "matrix", "Governance matrix"
 EXPERIMENTS = ("matrix",)
 TABLES = ("matrix_summary", "matrix_cross_tenant", "matrix_paper_rates", "matrix_not_applicable",
+          "matrix_na_reasons", "matrix_oracles", "matrix_side_effects", "matrix_entity_census",
           "matrix_agent_drift", "matrix_gaps")
-VIEWS = ("matrix_canonical", "matrix_summary", "matrix_cells", "matrix_gap_catalogue",
-         "matrix_cross_tenant", "matrix_paper_rates", "matrix_not_applicable",
-         "matrix_agent_drift")
+# the views load() reads per canonical run (matrix_canonical picks the runs)
+RUN_VIEWS = ("matrix_summary", "matrix_cells", "matrix_gap_catalogue", "matrix_cross_tenant",
+             "matrix_paper_rates", "matrix_not_applicable", "matrix_na_reasons",
+             "matrix_oracles", "matrix_side_effects", "matrix_entity_census",
+             "matrix_agent_drift")
+VIEWS = ("matrix_canonical", *RUN_VIEWS)
 
 NO_RUNS = ("No matrix runs yet: run `python -m fleetprobe batch params/extended.yaml` (every "
            "profile at full scale) or `PROFILE=hardened make run-matrix` (one profile), then "
            "`make report`.")
-PRINCIPALS = ("tenant key",
-              *(f"t{t} {rel}" for t in range(4)
-                for rel in ("own", "same_fleet", "other_fleet", "null_fleet", "homeless")),
-              "other tenant")
+RELATIONS = ("own", "same_fleet", "other_fleet", "null_fleet", "homeless")
+# the checker's labels (experiments/matrix/check.py principal_label): an agent id nobody
+# registered is `unregistered <relation>`
+PRINCIPALS = ("tenant key", *(f"t{t} {rel}" for t in range(4) for rel in RELATIONS),
+              *(f"unregistered {rel}" for rel in RELATIONS), "other tenant")
 PATH_ORDER = tuple(PATHS)
 PROFILE_ORDER = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "hardened", "naive",
                  "memclaw-2.29")
@@ -69,17 +72,31 @@ REPRODUCTION = {
     "search_agent": 'POST /api/v1/search {{"query":"<content of {row}>",'
                     '"filter_agent_id":"<owner of {row}>"}}',
     "recall": 'POST /api/v1/recall {{"tenant_id":"<t>","query":"<content of {row}>"}}',
+    "recall_agent": 'POST /api/v1/recall {{"query":"<content of {row}>",'
+                    '"filter_agent_id":"<owner of {row}>"}}',
+    "recall_fleet": 'POST /api/v1/recall {{"query":"<content of {row}>",'
+                    '"fleet_ids":["{fleets}"]}}',
+    "recall_fleets": 'POST /api/v1/recall {{"query":"<content of {row}>",'
+                     '"fleet_ids":["{fleets}"]}}',
     "entity": "GET /api/v1/entities/<entity linked to {row}>?tenant_id=<t>",
     "agent_read": "GET /api/v1/agents/<owner of {row}>?tenant_id=<t>",
     "whoami": "GET /api/v1/whoami with X-Agent-ID: <owner of {row}>",
     "dup_exact": 'POST /api/v1/memories {{"content":"<content of {row}>"}}',
     "dup_near": 'POST /api/v1/memories {{"content":"<content of {row}> again",'
                 '"write_mode":"strong"}}',
+    "dup_fast": 'POST /api/v1/memories {{"content":"<content of {row}> again",'
+                '"write_mode":"fast"}}, then read metadata.near_duplicate_of',
+    "dup_exact_fleet": 'POST /api/v1/memories {{"fleet_id":"{fleets}",'
+                       '"content":"<content of {row}>"}}',
+    "dup_near_fleet": 'POST /api/v1/memories {{"fleet_id":"{fleets}",'
+                      '"content":"<content of {row}> again","write_mode":"strong"}}',
     "bulk_attempt": "POST /api/v1/memories/bulk with X-Bulk-Attempt-Id: <the attempt id "
                     "that wrote {row}>",
     "idempotency": "POST /api/v1/memories with Idempotency-Key: <the key that wrote {row}>, "
                    "another body",
     "patch": 'PATCH /api/v1/memories/<id of {row}>?tenant_id=<t> {{"weight":0.42}}',
+    "patch_content": 'PATCH /api/v1/memories/<id of {row}>?tenant_id=<t> '
+                     '{{"content":"<new words>"}}',
     "patch_status": 'PATCH /api/v1/memories/<id of {row}>/status?tenant_id=<t> '
                     '{{"status":"archived"}}',
     "delete": "DELETE /api/v1/memories/<id of {row}>?tenant_id=<t>",
@@ -121,6 +138,14 @@ MECHANISM = {
                     "(wire contract 2.3, 4.2): naming another agent searches as that agent.",
     "recall": "/recall takes the same request as search and uses only filter_agent_id as "
               "caller identity (wire contract 2.3).",
+    "recall_agent": "/recall's filter_agent_id is both the author filter and its only caller "
+                    "identity (wire contract 2.3, 4.2): naming another agent recalls as that "
+                    "agent.",
+    "recall_fleet": "/recall takes search's request with filter_agent_id as its only identity: "
+                    "with none, the one named fleet is never checked against the caller's "
+                    "trust (wire contract 2.3, 4.3).",
+    "recall_fleets": "/recall takes search's request: a multi-element fleet_ids skips "
+                     "enforce_fleet_read (wire contract 2.3, 4.3, gaps as coded).",
     "entity": "GET /entities/{id} returns the entity whatever its fleet, and its linked "
               "memories are filtered by the by-id predicate only (wire contract 2.10, 4.4).",
     "agent_read": "GET /agents/{id} returns any agent of the tenant, trust level and home "
@@ -130,6 +155,14 @@ MECHANISM = {
     "dup_near": "The strong-mode near-duplicate gate compares across the agents of a fleet and "
                 "visibility, private rows included, and names the row it matched "
                 "(wire contract 5.1).",
+    "dup_fast": "A fast-mode write (the default mode) never refuses a near-duplicate but "
+                "stamps metadata.near_duplicate_of with the nearest row of the fleet and "
+                "visibility across agents, private rows included (wire contract 5.1, 5.3).",
+    "dup_exact_fleet": "The exact-duplicate check looks up the fleet the write names, not the "
+                       "caller's, and its 409 names the row it matched (wire contract 5.1).",
+    "dup_near_fleet": "The strong-mode near-duplicate gate compares within the fleet the write "
+                      "names, across its agents, private rows included, and its 409 names the "
+                      "row it matched (wire contract 5.1).",
     "bulk_attempt": "Bulk attempt ids are looked up tenant-wide: reusing another agent's "
                     "X-Bulk-Attempt-Id answers duplicate_attempt with its row ids "
                     "(wire contract 2.2).",
@@ -137,6 +170,9 @@ MECHANISM = {
                    "'reused with a different request body' or replays its response "
                    "(wire contract 2.1).",
     "patch": "PATCH lets the caller change a row the policy does not let it change.",
+    "patch_content": "PATCH of content runs only enforce_update (trust 0 refused, trust 1-2 "
+                     "own rows, trust 3 any row) and re-embeds the row: it does not ask "
+                     "whether the row lies in the caller's write scope (wire contract 2.7).",
     "patch_status": "PATCH status runs only the by-id write check: no trust or ownership rule "
                     "(wire contract 2.6).",
     "delete": "DELETE lets the caller remove a row the policy does not let it remove.",
@@ -215,9 +251,7 @@ def load(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
         return {}
     ids = list(runs.run_id)
     out = {"runs": runs}
-    for view in ("matrix_summary", "matrix_cells", "matrix_gap_catalogue",
-                 "matrix_cross_tenant", "matrix_paper_rates", "matrix_not_applicable",
-                 "matrix_agent_drift"):
+    for view in RUN_VIEWS:
         # ORDER BY ALL: a total order, so committed tables are a pure function of the traces
         frame = con.execute(f"SELECT * FROM {view} WHERE run_id IN "
                             f"(SELECT unnest(?::VARCHAR[])) ORDER BY ALL", [ids]).df()
@@ -339,10 +373,10 @@ def summary(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
                                 if x.n else "")
         s[column] = [values.get(run, "not run") for run in s.run_id]
     s = s.set_index("target").loc[_order(list(s.target))].reset_index()
-    return s[["target", "run_id", "complete", "probes", "random_probes", "gaps", "misses",
-              "refused", "not_applicable", "errors", "cross_tenant_probes",
-              "cross_tenant_successes", "agents_drifted", "paper_get_exposure",
-              "paper_search_leak"]]
+    return s[["target", "run_id", "complete", "incomplete_reason", "shortfalls", "probes",
+              "random_probes", "gaps", "misses", "oracles", "side_effects", "refused",
+              "not_applicable", "errors", "cross_tenant_probes", "cross_tenant_successes",
+              "agents_drifted", "paper_get_exposure", "paper_search_leak"]]
 
 
 def paper_rates(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -359,58 +393,77 @@ def paper_rates(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return frame.sort_values(["target", "metric"], kind="stable").reset_index(drop=True)
 
 
+# Heatmap geometry, in inches: a cell, the margins around a panel (its principals on the
+# left, its paths below, its title above) and the colour bar. A fixed layout: no layout pass,
+# so the figure is drawn once per file it is saved to.
+CELL_W, CELL_H = 0.15, 0.13
+LEFT, RIGHT, TOP, BOTTOM = 1.35, 0.75, 0.55, 0.15
+PANEL_TOP, PANEL_BOTTOM, PANEL_GAP = 0.22, 1.0, 0.15
+HEATMAP_DPI = 130
+
+
 def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Principal x path, colour = gap rate; one panel per target, the colour bar in a grid
-    column of its own; a cell with misses is marked `m`, a cell never probed is grey."""
+    """Principal x path, colour = gap rate; one panel per target, the colour bar at the
+    right; a cell with misses is marked `m`, a cell never probed is grey."""
     targets = _order(list(cells.target.unique()))
     paths = [p for p in PATH_ORDER if p in set(cells.path)]
     whos = [p for p in PRINCIPALS if p in set(cells.principal)]
     # at most three panels a row, so the figure stays readable at 100 % zoom
     ncols = max(1, min(3, len(targets)))
     nrows = -(-len(targets) // ncols)
-    fig = plt.figure(figsize=(0.32 * len(paths) * ncols + 3.5,
-                              nrows * (0.3 * len(whos) + 2.6)))
-    grid = GridSpec(nrows, ncols + 1, figure=fig, width_ratios=[*([1.0] * ncols), 0.04])
+    panel_w, panel_h = CELL_W * len(paths), CELL_H * len(whos)
+    width = LEFT + ncols * panel_w + (ncols - 1) * PANEL_GAP + RIGHT
+    height = TOP + nrows * (PANEL_TOP + panel_h + PANEL_BOTTOM) + BOTTOM
+    fig = plt.figure(figsize=(width, height))
+    cmap = plt.get_cmap("Reds").with_extremes(bad="#d9d9d9")  # grey: nothing judged
     image = None
     for i, target in enumerate(targets):
-        ax = fig.add_subplot(grid[i // ncols, i % ncols])
+        row, col = divmod(i, ncols)
+        x0 = LEFT + col * (panel_w + PANEL_GAP)
+        y0 = height - TOP - row * (PANEL_TOP + panel_h + PANEL_BOTTOM) - PANEL_TOP - panel_h
+        ax = fig.add_axes((x0 / width, y0 / height, panel_w / width, panel_h / height))
         part = cells[cells.target == target]
-        n = part.pivot_table(index="principal", columns="path", values="n", aggfunc="sum")
-        gaps = part.pivot_table(index="principal", columns="path", values="gaps", aggfunc="sum")
-        misses = part.pivot_table(index="principal", columns="path", values="misses",
-                                  aggfunc="sum")
-        n, gaps, misses = (f.reindex(index=whos, columns=paths) for f in (n, gaps, misses))
+        n, gaps, misses = (part.pivot_table(index="principal", columns="path", values=v,
+                                            aggfunc="sum").reindex(index=whos, columns=paths)
+                           for v in ("n", "gaps", "misses"))
         with np.errstate(invalid="ignore", divide="ignore"):
             share = np.where(n.to_numpy(dtype=float) > 0,
                              gaps.to_numpy(dtype=float) / n.to_numpy(dtype=float), np.nan)
-        cmap = plt.get_cmap("Reds").with_extremes(bad="#d9d9d9")  # grey: nothing judged
         image = ax.imshow(np.ma.masked_invalid(share), cmap=cmap, vmin=0, vmax=1,
                           aspect="auto", interpolation="nearest")
-        for (y, x), m in np.ndenumerate(misses.fillna(0).to_numpy()):
-            if m > 0:
-                ax.text(x, y, "m", ha="center", va="center", fontsize=6, color="tab:blue")
-        ax.set_title(target, fontsize=9)
-        ax.set_xticks(range(len(paths)), paths, rotation=90, fontsize=6)
-        ax.set_yticks(range(len(whos)), whos if i % ncols == 0 else [""] * len(whos),
-                      fontsize=6)
+        ys, xs = np.nonzero(misses.fillna(0).to_numpy() > 0)
+        if len(xs):  # one collection of markers, not a text per cell
+            ax.scatter(xs, ys, marker="$m$", s=12, c="#1f4e9c", linewidths=0)
+        ax.set_title(target, fontsize=7, pad=2)
+        ax.set_xticks(range(len(paths)), paths, rotation=90, fontsize=5)
+        ax.set_yticks(range(len(whos)), whos, fontsize=5)
+        ax.tick_params(length=1.5, pad=1, labelleft=col == 0)
         ax.grid(False)
-    cax = fig.add_subplot(grid[:, -1])
-    fig.colorbar(image, cax=cax, label="gap rate (gaps / judged probes)")
+    cax = fig.add_axes(((width - RIGHT + 0.15) / width, BOTTOM / height + 0.1,
+                        0.12 / width, 1 - (TOP + BOTTOM) / height - 0.2))
+    bar = fig.colorbar(image, cax=cax)
+    bar.set_label("gap rate (gaps / judged probes)", fontsize=6)
+    bar.ax.tick_params(labelsize=5)
     fig.suptitle("Governance matrix: where each target returns, reveals or changes what the "
-                 "policy denies (m = misses, grey = not probed)", fontsize=10)
+                 "policy denies (m = misses, grey = not probed)", fontsize=8,
+                 y=1 - 0.15 / height, va="top")
     out_dir.mkdir(parents=True, exist_ok=True)
     paths_out = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)  # a layout warning is a bug here
-        fig.tight_layout(rect=(0, 0, 1, 0.97))  # room for the suptitle above the panels
     for ext in ("png", "pdf"):
         path = out_dir / f"matrix_heatmap.{ext}"
-        fig.savefig(path, dpi=150, metadata=(
+        fig.savefig(path, dpi=HEATMAP_DPI, metadata=(
             {"CreationDate": None, "Producer": None, "Creator": None} if ext == "pdf"
             else {"Software": None}))
         paths_out.append(path)
     plt.close(fig)
     return paths_out
+
+
+def _by_target(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """`columns` of a per-run view, targets in report order (rows in view order within)."""
+    rank = {t: i for i, t in enumerate(_order(list(frame.target.unique())))}
+    frame = frame.sort_values("target", key=lambda s: s.map(rank), kind="stable")
+    return frame[columns].reset_index(drop=True)
 
 
 def _md(frame: pd.DataFrame, empty: str) -> str:
@@ -433,13 +486,23 @@ def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
         ["probes", "successes"]].sum()
     papers = paper_rates(frames)
     na = frames["matrix_not_applicable"][["target", "path", "probes", "reason"]]
+    na_reasons = _by_target(frames["matrix_na_reasons"],
+                            ["target", "reason", "probes", "paths", "example_probe"])
+    oracles, effects = (_by_target(frames[v], ["target", "path", "what", "count",
+                                               "example_probe"])
+                        for v in ("matrix_oracles", "matrix_side_effects"))
+    census = _by_target(frames["matrix_entity_census"],
+                        ["target", "entities", "entities_read", "linked_rows",
+                         "entity_links_skipped"])
     drift = frames["matrix_agent_drift"][["target", "who", "trust_before", "trust_after",
                                           "home_before", "home_after"]]
     written = []
     detail = cat.drop(columns=["reproduction", "mechanism"])
     for name, frame in (("matrix_summary", summ), ("matrix_gaps", detail),
                         ("matrix_cross_tenant", cross), ("matrix_paper_rates", papers),
-                        ("matrix_not_applicable", na), ("matrix_agent_drift", drift)):
+                        ("matrix_not_applicable", na), ("matrix_na_reasons", na_reasons),
+                        ("matrix_oracles", oracles), ("matrix_side_effects", effects),
+                        ("matrix_entity_census", census), ("matrix_agent_drift", drift)):
         path = tables_dir / f"{name}.csv"
         frame.to_csv(path, index=False)
         written.append(path)
@@ -451,13 +514,29 @@ def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
         "tenant) x every path, judged against the declarative policy in "
         "`lib/fleetprobe/policy.py` (the paper's Inv-Scope). A gap: the path returned, "
         "revealed or changed what the policy denies. A miss: a path that must return the row "
-        "withheld it. Refused: a change the policy allows was refused (stricter, not a miss).",
+        "withheld it. Refused: a change the policy allows was refused (stricter, not a miss). "
+        "Oracle: a denied probe whose answer tells that the row or key exists (it differs from "
+        "the answer for an id that does not exist). Side effect: a probe that registered, "
+        "re-homed or re-trusted a principal (not a probe of its own: probe counts leave it "
+        "out). Incomplete runs say why (`incomplete_reason`, `shortfalls`).",
         "![heatmap](figures/matrix_heatmap.png)",
         "## Summary per target\n\n" + _md(summ, "no runs"),
         "## Cross-tenant tally\n\n" + _md(cross, "no cross-tenant probes"),
         "## The paper's two rates at scale (paper 7.1 design; N = 2 F^2 K)\n\n" + _md(
             papers, "no paper-scale probes in these runs (set paper_fleets: 10)"),
         "## Endpoints a target lacks (n/a)\n\n" + _md(na, "none: every path answered"),
+        "## Probes not applicable, by reason\n\n" + _md(na_reasons, "none"),
+        "## Existence oracles\n\nA denied probe whose answer tells \"exists\" from \"does "
+        "not exist\" (`what` quotes both answers).\n\n" + _md(
+            oracles, "none (a run recorded before the matrix rework has no oracle verdicts at "
+                     "all)"),
+        "## Side effects\n\nProbes that changed a principal as the target answered them.\n\n"
+        + _md(effects, "none (a run recorded before the matrix rework has no side-effect "
+                       "verdicts at all)"),
+        "## Entity census\n\nEntities read back after the rows were written, the rows their "
+        "linked_memories list, and the rows whose link the target did not keep (their entity "
+        "probes are n/a).\n\n" + _md(
+            census, "no entity census in these runs (a run takes one since the matrix rework)"),
         "## Principals the probes changed (drift)\n\n" + _md(
             drift, "none: every agent kept its trust and home fleet"),
         "## Gap catalogue\n\nOne line per target, path and finding; the principals it holds "
