@@ -198,11 +198,13 @@ def backends_figure(results: Results, out_dir: Path, table: Table | None = None,
     targets = list(dict.fromkeys(frame.target))
     fig, ax = plt.subplots(figsize=(4.0 + 1.6 * len(metrics), 3.8))
     width = 0.8 / max(len(targets), 1)
+    # one colour per target: the default cycle repeats after ten, and this figure has more
+    colours = plt.get_cmap("tab20").colors
     for i, target in enumerate(targets):
         sub = frame[frame.target == target].set_index("metric")
         xs = [j + i * width for j, m in enumerate(metrics) if m in sub.index]
         rs = [sub.loc[m, "r"] for m in metrics if m in sub.index]
-        ax.bar(xs, [r.value for r in rs], width, label=target,
+        ax.bar(xs, [r.value for r in rs], width, label=target, color=colours[i % len(colours)],
                yerr=[[r.value - r.low for r in rs], [r.high - r.value for r in rs]], capsize=2)
     ax.set_xticks([j + width * (len(targets) - 1) / 2 for j in range(len(metrics))])
     ax.set_xticklabels(metrics, rotation=15, ha="right", fontsize=7)
