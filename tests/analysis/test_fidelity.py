@@ -9,11 +9,15 @@ import pandas as pd
 from fleetprobe.analysis.sections.fidelity import compare_cells, pairs
 
 COLUMNS = ["probe_id", "path", "principal", "visibility", "verdict", "what", "status",
-           "returned", "error", "op", "who", "row_key"]
+           "returned", "error", "op", "who", "row_key", "sent_ms", "answered_ms"]
 
 
 def answers(*rows: tuple) -> pd.DataFrame:
-    return pd.DataFrame(list(rows), columns=COLUMNS)
+    """Probe answers; a row without send/answer times is sent at its position, 10 ms long,
+    one after another."""
+    full = [r if len(r) == len(COLUMNS) else (*r, 100.0 * i, 100.0 * i + 10)
+            for i, r in enumerate(rows)]
+    return pd.DataFrame(full, columns=COLUMNS)
 
 
 def test_a_cell_agrees_only_when_every_probe_in_it_agrees() -> None:
@@ -64,20 +68,30 @@ def test_runs_pair_only_with_the_same_params() -> None:
     assert [(p.run_id, e.run_id) for p, e in found] == [("2", "1")]
 
 
-def test_racing_duplicate_probes_are_named_order_dependent() -> None:
+def _dup_pair(e7: tuple, e8: tuple, spans: tuple[tuple, tuple]) -> pd.DataFrame:
     row = ("t2 same_fleet", "scope_agent")
-    profile = answers(
-        ("e7", "dup_exact", *row, "gap", "reveals", 201, True, None, "POST", "b", "r9"),
-        ("e8", "dup_exact_fleet", *row, "ok", None, 409, False, "409 dup", "POST", "b", "r9"),
-        ("e9", "dup_near", "t1 own", "scope_team", "ok", None, 409, False, "409", "POST",
-         "c", "r9"))
-    engine = answers(
-        ("e7", "dup_exact", *row, "ok", None, 409, False, "409 dup", "POST", "b", "r9"),
-        ("e8", "dup_exact_fleet", *row, "gap", "reveals", 201, True, None, "POST", "b", "r9"),
-        ("e9", "dup_near", "t1 own", "scope_team", "ok", None, 201, False, None, "POST",
-         "c", "r9"))
-    _, diffs = compare_cells(profile, engine)
+    return answers(("e7", "dup_exact", *row, *e7, "POST", "b", "r9", *spans[0]),
+                   ("e8", "dup_exact_fleet", *row, *e8, "POST", "b", "r9", *spans[1]),
+                   ("e9", "dup_near", "t1 own", "scope_team", "ok", None, 409, False, "409",
+                    "POST", "c", "r9", 0.0, 50.0))
+
+
+GAP = ("gap", "reveals", 201, True, None)
+OK = ("ok", None, 409, False, "409 dup")
+
+
+def test_duplicate_probes_in_flight_together_are_named_order_dependent() -> None:
+    overlapping = ((0.0, 30.0), (10.0, 40.0))
+    _, diffs = compare_cells(_dup_pair(GAP, OK, overlapping), _dup_pair(OK, GAP, overlapping))
     reasons = dict(zip(diffs.probe, diffs.reason, strict=True))
     assert reasons["e7"].startswith("order-dependent: the principal sent 2 duplicate probes")
     assert reasons["e8"] == reasons["e7"]
     assert "e9" not in reasons  # another status, the same verdict: no difference
+
+
+def test_duplicate_probes_sent_one_after_another_did_not_race() -> None:
+    chained = ((0.0, 30.0), (30.0, 60.0))
+    _, diffs = compare_cells(_dup_pair(GAP, OK, chained), _dup_pair(OK, GAP, chained))
+    reasons = dict(zip(diffs.probe, diffs.reason, strict=True))
+    assert set(reasons) == {"e7", "e8"}
+    assert not any(r.startswith("order-dependent") for r in reasons.values())

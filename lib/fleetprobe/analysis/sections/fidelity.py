@@ -104,7 +104,9 @@ def probe_answers(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFrame:
     """One row per judged probe of a matrix run: its verdict and the answer it was judged on."""
     return con.execute("""
         SELECT v.probe_id, v.path, v.principal, v.visibility, v.verdict, v.what,
-               p.status, p.returned, p.error, p.op, p.who, p.row_key
+               p.status, p.returned, p.error, p.op, p.who, p.row_key,
+               epoch_ms(CAST(p.ts AS TIMESTAMP)) - p.latency_ms AS sent_ms,
+               epoch_ms(CAST(p.ts AS TIMESTAMP)) AS answered_ms
         FROM events v LEFT JOIN (SELECT * FROM events WHERE run_id = ? AND experiment = 'matrix'
                                  AND phase = 'probe') p ON p.probe_id = v.probe_id
         WHERE v.run_id = ? AND v.experiment = 'matrix' AND v.phase = 'verdict'
@@ -126,16 +128,20 @@ def answer(row: pd.Series | None) -> str:
 
 
 def racing(answers: pd.DataFrame) -> dict[str, list[str]]:
-    """Duplicate probes (paths `dup_*`) sent side by side by one principal for one row:
-    probe id -> the paths of its group, when the group has more than one probe (they write
-    the same words into the same fleet at once, so each answer depends on which landed
-    first: a 201, or a 409 naming a sibling probe's copy)."""
-    dups = answers[answers.path.str.startswith("dup_") & answers.who.notna()]
+    """Duplicate probes (paths `dup_*`) of one principal for one row that were in flight at
+    the same time, by the recorded send and answer times: probe id -> the paths of its group.
+    They write the same words into the same fleet at once, so each answer depends on which
+    landed first: a 201, or a 409 naming a sibling probe's copy. Probes sent one after
+    another (the matrix chains a row's duplicate probes) never race."""
+    dups = answers[answers.path.str.startswith("dup_") & answers.who.notna()
+                   & answers.sent_ms.notna()]
     found: dict[str, list[str]] = {}
     for _, group in dups.groupby(["who", "row_key"]):
-        if len(group) > 1:
-            for probe in group.probe_id:
-                found[probe] = sorted(group.path)
+        spans = list(zip(group.probe_id, group.path, group.sent_ms, group.answered_ms))
+        for probe, _path, sent, answered in spans:
+            overlapping = [p for q, p, s, a in spans if q != probe and s < answered and sent < a]
+            if overlapping:
+                found[probe] = sorted([_path, *overlapping])
     return found
 
 

@@ -165,11 +165,17 @@ async def run_probes(ctx: RunContext) -> None:
     await ctx.gather([_control(ctx, w, c, lane, absent) for who, lane in sorted(lanes.items())
                       for c in controls_of(lane)], desc="controls")
     jobs = []
+    chains: dict[str, list[ProbeSpec]] = defaultdict(list)
     for who, lane in sorted(lanes.items()):
         if sequential(plan.principals[who]):
             jobs.append(_lane(ctx, w, lane))
-        else:
-            jobs += [_probe(ctx, w, probe) for probe in lane]
+            continue
+        for probe in lane:
+            if probe.path.startswith("dup_"):
+                chains[probe.row].append(probe)
+            else:
+                jobs.append(_probe(ctx, w, probe))
+    jobs += [_lane(ctx, w, chain) for _, chain in sorted(chains.items())]
     await ctx.gather(jobs, desc="probes")
 
 
@@ -225,7 +231,10 @@ async def _control(ctx: RunContext, w: Wire, c: tuple[str, str, str | None],
 
 
 async def _lane(ctx: RunContext, w: Wire, lane: list[ProbeSpec]) -> None:
-    """One principal's probes, one after another."""
+    """Probes one after another: a principal whose record a probe may change, or every
+    duplicate probe of one row (they write the row's words into its fleet: sent side by
+    side, which copy landed first would decide each answer, and two runs of one world would
+    disagree)."""
     for probe in lane:
         await _probe(ctx, w, probe)
 
