@@ -137,11 +137,12 @@ def racing(answers: pd.DataFrame) -> dict[str, list[str]]:
                    & answers.sent_ms.notna()]
     found: dict[str, list[str]] = {}
     for _, group in dups.groupby(["who", "row_key"]):
-        spans = list(zip(group.probe_id, group.path, group.sent_ms, group.answered_ms))
-        for probe, _path, sent, answered in spans:
+        spans = list(zip(group.probe_id, group.path, group.sent_ms, group.answered_ms,
+                         strict=True))
+        for probe, path, sent, answered in spans:
             overlapping = [p for q, p, s, a in spans if q != probe and s < answered and sent < a]
             if overlapping:
-                found[probe] = sorted([_path, *overlapping])
+                found[probe] = sorted([path, *overlapping])
     return found
 
 

@@ -132,12 +132,23 @@ async def _register(ctx: RunContext, w: Wire, a: PrincipalSpec, cred: Credential
         body.pop("fleet_id")  # home-less: a fleet-less first write leaves it without a home
     result = await ctx.client.write(cred, body)
     ctx.record("setup", result, step="register", who=a.key)
-    if result.ok:
+    if result.ok or await _landed_before_retry(ctx, w, a, result):
         w.creds[a.key] = cred
         return
     reason = f"registering the asserted agent by a write failed: {result.error}"
     w.missing_principals[a.key] = reason
     ctx.trace.skip(f"agent {a.key}", reason)
+
+
+async def _landed_before_retry(ctx: RunContext, w: Wire, a: PrincipalSpec,
+                               result: Result) -> bool:
+    """A registration write retried after a transport error may find its own first attempt
+    stored (409 duplicate): the agent exists if the target says so."""
+    if result.status != 409 or result.attempts < 2 or f"{a.tenant}.tk" not in w.creds:
+        return False
+    answer, fields = await read_agent(ctx, w, a)
+    ctx.record("setup", answer, step="register_check", who=a.key)
+    return bool(fields.get("registered"))
 
 
 async def entities(ctx: RunContext) -> None:
