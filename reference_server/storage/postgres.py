@@ -46,6 +46,7 @@ from .rows import (
 # would change what a probe sees, so exactness is the default and HNSW an opt-in
 # (`--vector-search hnsw`) for real sentence embeddings.
 VECTOR_SEARCH = ("exact", "hnsw")
+DEFAULT_VECTOR_SEARCH = "exact"
 # HNSW search breadth and the iterative scan that keeps filtered queries complete;
 # benchmarks/bench_recall.py measures recall@k against exact search at these settings.
 EF_SEARCH = 100
