@@ -91,7 +91,8 @@ CREATE INDEX IF NOT EXISTS ix_memories_hash ON memories (tenant_id, content_hash
 CREATE INDEX IF NOT EXISTS ix_memories_subject ON memories (tenant_id, subject_entity_id);
 CREATE INDEX IF NOT EXISTS ix_memories_supersedes ON memories (supersedes_id);
 CREATE INDEX IF NOT EXISTS ix_memories_request ON memories (tenant_id, client_request_id);
-CREATE INDEX IF NOT EXISTS ix_memories_fleet ON memories (tenant_id, fleet_id, visibility);
+CREATE INDEX IF NOT EXISTS ix_memories_unit ON memories
+    (tenant_id, visibility = 'scope_org', fleet_id);
 CREATE TABLE IF NOT EXISTS entities (
     id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
@@ -355,10 +356,12 @@ class SqliteStorage:
             return self.index.snapshots(tenant_id, units)
 
     def _load_unit(self, tenant_id: str, unit: Unit) -> None:
+        # the expression, not the column, leads ix_memories_unit: a query on (tenant_id,
+        # fleet_id) such as the exact-duplicate gate keeps its own index
         if unit == ORG:
-            where, args = "visibility = 'scope_org'", ()
+            where, args = "(visibility = 'scope_org') = 1", ()
         else:
-            where, args = "fleet_id IS ? AND visibility <> 'scope_org'", (unit[1],)
+            where, args = "(visibility = 'scope_org') = 0 AND fleet_id IS ?", (unit[1],)
         cursor = self._db.cursor()
         cursor.row_factory = None
         rows = cursor.execute(f"SELECT rowid, embedding FROM memories WHERE tenant_id = ? "
