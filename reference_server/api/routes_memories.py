@@ -20,8 +20,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ..governance import scope
 from ..governance.auth import Caller, caller_from
-from ..pipeline.embedding import off_loop_if_heavy
-from ..pipeline.search import SearchContext, run_search
+from ..pipeline.search import SearchContext, run_search_off_loop
 from ..pipeline.write import (
     DuplicateError,
     WriteContext,
@@ -552,8 +551,7 @@ async def _search(state: ServerState, caller: Caller, body: SearchRequest,
     caller.enforce_readable_tenant(body.tenant_id)
     ctx = SearchContext(state.profile, state.storage, state.embedder, caller, body,
                         recall=path == "recall")
-    # with a model embedder or a long query, embedding, scoring and scope walk go off the loop
-    results = await off_loop_if_heavy(state.embedder, body.query, run_search, ctx)
+    results = await run_search_off_loop(ctx)
     links = state.storage.entity_links_of([row["id"] for row, _ in results])
     items = [memory_out(row, links.get(row["id"]), similarity=sim) for row, sim in results]
     if body.diagnostic:  # MemClaw ignores the flag; here it says how each row was reached

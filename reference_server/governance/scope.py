@@ -201,6 +201,12 @@ class SearchFilter:
     def fleet_ids(self) -> Collection[str]:
         return self.scope.fleet_ids
 
+    @property
+    def fleet_scope(self) -> Collection[str] | None:
+        """Rule 4 seen from a store: outside these fleets only fleet-less and `scope_org`
+        rows can pass; None when the filter does not narrow by fleet."""
+        return self.scope.fleet_ids if self.profile.governed and self.scope.fleet_ids else None
+
     def with_fleet_ids(self, fleet_ids: Collection[str]) -> SearchFilter:
         return replace(self, scope=replace(self.scope, fleet_ids=fleet_ids))
 

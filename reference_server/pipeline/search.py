@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from starlette.concurrency import run_in_threadpool
 
 from ..governance.auth import Caller
 from ..governance.profiles import Profile
@@ -226,3 +227,11 @@ def run_search(ctx: SearchContext) -> list[tuple[dict, float | None]]:
     for name in ctx.profile.search_steps:
         STEPS[name](ctx)
     return ctx.results
+
+
+async def run_search_off_loop(ctx: SearchContext) -> list[tuple[dict, float | None]]:
+    """`run_search` on a worker thread, always: its vector product (SQLite: numpy over the
+    scope's blocks, outside the GIL and the store's lock) or its index query (PostgreSQL, on
+    a pooled connection) then runs beside other requests instead of holding the loop, so
+    concurrent searches use both cores."""
+    return await run_in_threadpool(run_search, ctx)

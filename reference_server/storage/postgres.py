@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -26,6 +25,7 @@ from pgvector.psycopg import register_vector
 from psycopg.abc import Buffer
 from psycopg.rows import dict_row
 from psycopg.types.string import StrBinaryDumper, StrDumperUnknown, TextLoader
+from psycopg_pool import ConnectionPool
 
 from .protocol import RowFilter
 from .rows import (
@@ -46,6 +46,7 @@ from .rows import (
 # would change what a probe sees, so exactness is the default and HNSW an opt-in
 # (`--vector-search hnsw`) for real sentence embeddings.
 VECTOR_SEARCH = ("exact", "hnsw")
+DEFAULT_VECTOR_SEARCH = "exact"
 # HNSW search breadth and the iterative scan that keeps filtered queries complete;
 # benchmarks/bench_recall.py measures recall@k against exact search at these settings.
 EF_SEARCH = 100
@@ -54,6 +55,9 @@ MAX_SCAN_TUPLES = 100_000
 LONG_FLEET_LIST = 256  # longer `fleet_ids` lists are cut to the tenant's fleets first
 # A bulk seed this large drops the HNSW index, copies, and rebuilds it (much faster).
 BULK_REBUILD_ROWS = 5_000
+# Connections per server process: searches run on worker threads, each on its own pooled
+# connection, so 2 cores (and the database's own processes) serve them side by side.
+POOL_MIN, POOL_MAX = 1, 8
 
 
 def schema_sql(dim: int) -> str:
@@ -203,46 +207,70 @@ def _register_nul_safe_text(conn: psycopg.Connection) -> None:
 
 
 class PostgresStorage:
-    """One connection (autocommit; explicit transactions for multi-statement writes),
-    serialised by a lock like the SQLite store: the server runs one event loop."""
+    """A pool of connections (autocommit; explicit transactions for multi-statement writes),
+    each set up alike: NUL-safe text, pgvector's type, the HNSW search settings."""
 
-    def __init__(self, url: str, dim: int, vector_search: str = "exact") -> None:
+    def __init__(self, url: str, dim: int, vector_search: str = "exact",
+                 pool_size: int = POOL_MAX) -> None:
         if vector_search not in VECTOR_SEARCH:
             raise ValueError(f"vector_search must be one of {VECTOR_SEARCH}")
         self.url, self.dim, self.vector_search = url, dim, vector_search
-        self._lock = threading.RLock()
-        self._db = psycopg.connect(url, autocommit=True, row_factory=dict_row)
-        _register_nul_safe_text(self._db)
-        with self._db.cursor() as cur:
+        with psycopg.connect(url, autocommit=True) as conn:
             # Two servers starting on one fresh database race on CREATE EXTENSION / TABLE:
             # an advisory lock makes schema creation one at a time.
-            cur.execute("SELECT pg_advisory_lock(8130013)")
+            conn.execute("SELECT pg_advisory_lock(8130013)")
             try:
-                cur.execute(schema_sql(dim))
+                conn.execute(schema_sql(dim))
             finally:
-                cur.execute("SELECT pg_advisory_unlock(8130013)")
-        register_vector(self._db)
-        with self._db.cursor() as cur:
-            cur.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
-            cur.execute(f"SET hnsw.iterative_scan = {ITERATIVE_SCAN}")
-            cur.execute(f"SET hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}")
+                conn.execute("SELECT pg_advisory_unlock(8130013)")
+        self._settings = {"hnsw.ef_search": str(EF_SEARCH),
+                          "hnsw.iterative_scan": ITERATIVE_SCAN,
+                          "hnsw.max_scan_tuples": str(MAX_SCAN_TUPLES)}
+        self._generation = 0  # bumped by `tune`: a connection set up earlier is set again
+        self._pool = ConnectionPool(url, min_size=min(POOL_MIN, pool_size), max_size=pool_size,
+                                    kwargs={"autocommit": True, "row_factory": dict_row},
+                                    configure=self._configure, open=True, name="fleetprobe")
+        self._pool.wait()
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        _register_nul_safe_text(conn)
+        register_vector(conn)
+        self._apply_settings(conn)
+
+    def _apply_settings(self, conn: psycopg.Connection) -> None:
+        for name, value in self._settings.items():
+            conn.execute("SELECT set_config(%s, %s, false)", (name, value))
+        conn.info_generation = self._generation  # type: ignore[attr-defined]
+
+    def tune(self, **settings: object) -> None:
+        """Session settings for every connection from now on (benchmarks and tests, e.g.
+        `tune(**{"hnsw.ef_search": 200})`, or `tune(enable_seqscan="off")` to force the
+        index)."""
+        self._settings.update({k: str(v) for k, v in settings.items()})
+        self._generation += 1
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection]:
+        with self._pool.connection() as conn:
+            if getattr(conn, "info_generation", None) != self._generation:
+                self._apply_settings(conn)
+            yield conn
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._pool.close()
 
     @contextmanager
     def _tx(self) -> Iterator[psycopg.Cursor]:
-        with self._lock, self._db.transaction(), self._db.cursor() as cur:
+        with self._conn() as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
 
     def _one(self, sql: str, args: Sequence[Any] = ()) -> dict | None:
-        with self._lock:
-            return self._db.execute(sql, args).fetchone()
+        with self._conn() as conn:
+            return conn.execute(sql, args).fetchone()
 
     def _all(self, sql: str, args: Sequence[Any] = ()) -> list[dict]:
-        with self._lock:
-            return self._db.execute(sql, args).fetchall()
+        with self._conn() as conn:
+            return conn.execute(sql, args).fetchall()
 
     # tenants and keys --------------------------------------------------------------------
 
@@ -355,8 +383,8 @@ class PostgresStorage:
             if rebuild:
                 cur.execute("SET LOCAL maintenance_work_mem = '1GB'")
                 cur.execute(HNSW_INDEX)
-        with self._lock:
-            self._db.execute("ANALYZE memories")
+        with self._conn() as conn:
+            conn.execute("ANALYZE memories")
 
     def get_memory(self, tenant_id: str, memory_id: str) -> dict | None:
         r = self._one(f"SELECT {ROW_COLUMNS}, embedding FROM memories WHERE tenant_id = %s "

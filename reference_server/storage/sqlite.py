@@ -2,8 +2,9 @@
 
 Every acknowledged write is committed before the response is sent; the contradiction job
 for a memory is inserted in the same transaction as the memory row, so a restart or a
-`kill -9` loses neither. Vector scores come from an in-memory matrix per tenant, rebuilt
-lazily from the stored embeddings; the scan is exact (PostgreSQL + pgvector: postgres.py).
+`kill -9` loses neither. Vector scores come from in-memory blocks per tenant and fleet
+(vectors.py), loaded lazily from the stored embeddings; a scoped search multiplies only the
+blocks its scope can admit, and the ranking is exact (PostgreSQL + pgvector: postgres.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .rows import (
     list_where,
     now_iso,
 )
+from .vectors import ORG, Unit, VectorIndex, ranked, unit_of, units_in_scope
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (
@@ -89,6 +91,8 @@ CREATE INDEX IF NOT EXISTS ix_memories_hash ON memories (tenant_id, content_hash
 CREATE INDEX IF NOT EXISTS ix_memories_subject ON memories (tenant_id, subject_entity_id);
 CREATE INDEX IF NOT EXISTS ix_memories_supersedes ON memories (supersedes_id);
 CREATE INDEX IF NOT EXISTS ix_memories_request ON memories (tenant_id, client_request_id);
+CREATE INDEX IF NOT EXISTS ix_memories_unit ON memories
+    (tenant_id, visibility = 'scope_org', fleet_id);
 CREATE TABLE IF NOT EXISTS entities (
     id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
@@ -129,78 +133,6 @@ SQL_FLEET_IDS_MAX = 500  # longer fleet_ids lists stay out of SQL (one parameter
 ROW_CACHE_MAX = 50_000  # decoded rows kept per store (a 10x-scale tenant is ~20,000)
 ROW_COLUMNS = "rowid AS _rowid, " + ", ".join(MEMORY_COLUMNS)
 ROW_COLUMNS_M = "m.rowid AS _rowid, " + ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
-
-
-class VectorIndex:
-    """Per-tenant embedding matrix kept in memory, loaded lazily from the store."""
-
-    def __init__(self, dim: int) -> None:
-        self.dim = dim
-        self._rowids: dict[str, np.ndarray] = {}
-        self._matrix: dict[str, np.ndarray] = {}
-        self._count: dict[str, int] = {}
-        self._position: dict[str, dict[int, int]] = {}
-
-    def loaded(self, tenant_id: str) -> bool:
-        return tenant_id in self._count
-
-    def load(self, tenant_id: str, rows: list[tuple[int, bytes]]) -> None:
-        capacity = max(1024, len(rows) * 2)
-        matrix = np.zeros((capacity, self.dim), dtype=np.float32)
-        rowids = np.zeros(capacity, dtype=np.int64)
-        for i, (rowid, blob) in enumerate(rows):
-            rowids[i] = rowid
-            matrix[i] = np.frombuffer(blob, dtype=np.float32)
-        self._rowids[tenant_id], self._matrix[tenant_id] = rowids, matrix
-        self._count[tenant_id] = len(rows)
-        self._position[tenant_id] = {rowid: i for i, (rowid, _) in enumerate(rows)}
-
-    def add(self, tenant_id: str, rowid: int, vector: np.ndarray) -> None:
-        if not self.loaded(tenant_id):
-            return  # loaded from the store, including this row, on first use
-        position = self._position[tenant_id].get(rowid)
-        if position is not None:  # content changed: replace the vector
-            self._matrix[tenant_id][position] = vector
-            return
-        n = self._count[tenant_id]
-        if n == len(self._rowids[tenant_id]):
-            self._rowids[tenant_id] = np.resize(self._rowids[tenant_id], n * 2)
-            grown = np.zeros((n * 2, self.dim), dtype=np.float32)
-            grown[:n] = self._matrix[tenant_id][:n]
-            self._matrix[tenant_id] = grown
-        self._rowids[tenant_id][n] = rowid
-        self._matrix[tenant_id][n] = vector
-        self._count[tenant_id] = n + 1
-        self._position[tenant_id][rowid] = n
-
-    def ranked(self, tenant_id: str, vector: np.ndarray,
-               min_similarity: float) -> tuple[np.ndarray, np.ndarray]:
-        parts = list(self.ranked_chunks(tenant_id, vector, min_similarity, first=None))
-        if not parts:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-
-    def ranked_chunks(self, tenant_id: str, vector: np.ndarray, min_similarity: float,
-                      first: int | None = 256) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(rowids, sims) at or above the threshold, most similar first (ties in insertion
-        order), exact. The best `first` come from a partial sort, the rest only if the
-        consumer asks: a search usually stops after a few dozen rows."""
-        n = self._count.get(tenant_id, 0)
-        if n == 0:
-            return
-        sims = self._matrix[tenant_id][:n] @ vector.astype(np.float32, copy=False)
-        keep = np.flatnonzero(sims >= min_similarity)
-        rest = None
-        if first is not None and keep.size > first:
-            kept = sims[keep]
-            cut = kept[np.argpartition(-kept, first - 1)[first - 1]]
-            head = kept >= cut  # every tie of the cut too: the order stays exact
-            keep, rest = keep[head], keep[~head]
-        for chunk in (keep, rest):
-            if chunk is None or chunk.size == 0:
-                continue
-            order = chunk[np.argsort(-sims[chunk], kind="stable")]
-            yield self._rowids[tenant_id][order], sims[order]
 
 
 class SqliteStorage:
@@ -364,7 +296,8 @@ class SqliteStorage:
                             idempotency.status_code, idempotency.body, now_iso()))
         if embedding is not None and rowid is not None:
             with self._lock:  # searches read the index from worker threads
-                self.index.add(row["tenant_id"], rowid, embedding)
+                unit = unit_of(row.get("fleet_id"), row.get("visibility", "scope_team"))
+                self.index.put(row["tenant_id"], unit, rowid, embedding)
 
     def insert_many(self, rows: Sequence[dict], embeddings: Sequence[np.ndarray]) -> None:
         """Seeding (benchmarks, fixtures): many rows in one transaction, no jobs."""
@@ -378,6 +311,8 @@ class SqliteStorage:
                   for row, emb in zip(rows, embeddings, strict=True)]
         with self._tx() as db:
             db.executemany(sql, values)
+            for tenant_id in {row["tenant_id"] for row in rows}:  # reloaded on first use
+                self.index.forget(tenant_id)
 
     def get_memory(self, tenant_id: str, memory_id: str) -> dict | None:
         rows = self._memory_rows("SELECT rowid AS _rowid, * FROM memories "
@@ -403,30 +338,54 @@ class SqliteStorage:
                       "LIMIT 1", (tenant_id, client_request_id))
         return r["id"] if r else None
 
-    def _load_index(self, tenant_id: str) -> None:
+    def _snapshots(self, tenant_id: str, visible: RowFilter | None) -> list:
+        """Snapshots of the units `visible` can admit rows from (every unit without a fleet
+        scope), each loaded from the store on first use."""
         with self._lock:
-            if not self.index.loaded(tenant_id):
-                rows = self._db.execute(
-                    "SELECT rowid, embedding FROM memories WHERE tenant_id = ? "
-                    "AND embedding IS NOT NULL ORDER BY rowid", (tenant_id,)).fetchall()
-                self.index.load(tenant_id, [(r[0], r[1]) for r in rows])
+            fleets = self.index.fleets(tenant_id)
+            if fleets is None:
+                fleets = {r[0] for r in self._db.execute(
+                    "SELECT DISTINCT fleet_id FROM memories WHERE tenant_id = ?", (tenant_id,))}
+                self.index.set_fleets(tenant_id, fleets)
+            scope = visible.fleet_scope if visible is not None else None
+            units = (units_in_scope(scope, fleets) if scope is not None
+                     else [("fleet", f) for f in fleets] + [ORG])
+            for unit in units:
+                if not self.index.loaded(tenant_id, unit):
+                    self._load_unit(tenant_id, unit)
+            return self.index.snapshots(tenant_id, units)
+
+    def _load_unit(self, tenant_id: str, unit: Unit) -> None:
+        # the expression, not the column, leads ix_memories_unit: a query on (tenant_id,
+        # fleet_id) such as the exact-duplicate gate keeps its own index
+        if unit == ORG:
+            where, args = "(visibility = 'scope_org') = 1", ()
+        else:
+            where, args = "(visibility = 'scope_org') = 0 AND fleet_id IS ?", (unit[1],)
+        cursor = self._db.cursor()
+        cursor.row_factory = None
+        rows = cursor.execute(f"SELECT rowid, embedding FROM memories WHERE tenant_id = ? "
+                              f"AND {where} AND embedding IS NOT NULL ORDER BY rowid",
+                              (tenant_id, *args)).fetchall()
+        self.index.load(tenant_id, unit, [r[0] for r in rows], [r[1] for r in rows])
 
     def ranked_by_similarity(self, tenant_id: str, vector: np.ndarray,
                              min_similarity: float) -> tuple[np.ndarray, np.ndarray]:
-        self._load_index(tenant_id)
-        with self._lock:
-            return self.index.ranked(tenant_id, vector, min_similarity)
+        parts = list(ranked(self._snapshots(tenant_id, None), vector, min_similarity,
+                            first=None))
+        if not parts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     def similar_rows(self, tenant_id: str, vector: np.ndarray, min_similarity: float,
                      visible: RowFilter | None = None) -> Iterator[tuple[dict, float]]:
-        """The tenant's rows, most similar first (exact scan of the in-memory matrix), down
-        to `min_similarity`; with `visible`, only the rows it admits. Lazy: rows are read in
-        growing chunks, so a search that stops after a few dozen rows reads a few dozen."""
-        self._load_index(tenant_id)
-        with self._lock:
-            chunks = list(self.index.ranked_chunks(tenant_id, vector, min_similarity))
+        """The tenant's rows, most similar first (exact, over the in-memory blocks of the
+        fleets `visible` can admit), down to `min_similarity`; with `visible`, only the rows
+        it admits. Lazy: rows are read in growing chunks, so a search that stops after a few
+        dozen rows reads a few dozen."""
         size = 64
-        for rowids, sims in chunks:
+        for rowids, sims in ranked(self._snapshots(tenant_id, visible), vector,
+                                   min_similarity):
             start = 0
             while start < len(rowids):
                 ids = rowids[start:start + size].tolist()
@@ -480,9 +439,13 @@ class SqliteStorage:
                 db.execute("DELETE FROM memory_entity_links WHERE memory_id = ?", (row["id"],))
                 db.executemany("INSERT OR IGNORE INTO memory_entity_links VALUES (?, ?, ?)",
                                [(row["id"], eid, role) for eid, role in links])
-        if embedding is not None:
-            with self._lock:
-                self.index.add(row["tenant_id"], row["_rowid"], embedding)
+        was = unit_of(row["fleet_id"], row["visibility"])
+        unit = unit_of(row["fleet_id"], changes.get("visibility", row["visibility"]))
+        with self._lock:
+            if embedding is not None:
+                self.index.put(row["tenant_id"], unit, row["_rowid"], embedding, was)
+            elif unit != was:
+                self.index.move(row["tenant_id"], row["_rowid"], was, unit)
 
     def update_status(self, tenant_id: str, memory_id: str, status: str) -> None:
         with self._tx() as db:

@@ -4,6 +4,7 @@ run, kept out of Table 2; read from a gzip-compressed events file as committed."
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 from fleetprobe.analysis.base.results import Results
@@ -57,3 +58,34 @@ def test_report_writes_the_scale_section(tmp_path: Path) -> None:
     assert "## Scale: 10x the paper's population" in page and "72/164" in page
     assert (tmp_path / "out" / "tables" / "scale.md").is_file()
     assert not built["tables"]["scale"].empty
+
+
+def _recall_row(store: str, n: int, mode: str, ef: int | None, recall: float,
+                default: bool) -> dict:
+    return {"store": store, "n": n, "mode": mode, "ef_search": ef, "server_default": default,
+            "recall_gated_at_10": recall, "recall_gated_at_40": recall, "p50_ms": 1.5,
+            "gated_rows": 200, "load": 2.0, "seed_s": 3.0}
+
+
+def test_recall_evidence_gives_misses_per_setting_and_a_figure(tmp_path: Path) -> None:
+    """bench_recall.py's JSON beside the traces: misses = 1 - recall@10 per store, size and
+    setting, in a table and a figure of the report; absent, the section says how to make it."""
+    build_fixture_traces(tmp_path / "traces")
+    assert scale_report.recall_table(
+        scale_report.recall_rows(tmp_path / "scale" / "recall.json")).empty
+    evidence = [_recall_row("postgres", 100_000, "hnsw", 40, 0.75, False),
+                _recall_row("postgres", 10_000, "hnsw", 40, 0.97, False),
+                _recall_row("postgres", 10_000, "exact", None, 1.0, True),
+                _recall_row("sqlite", 10_000, "exact", None, 1.0, True)]
+    (tmp_path / "scale").mkdir()
+    (tmp_path / "scale" / "recall.json").write_text(json.dumps(evidence))
+    frame = scale_report.recall_rows(tmp_path / "scale" / "recall.json")
+    hnsw = frame[frame.setting == "postgres hnsw ef_search 40"]
+    assert list(hnsw.n) == [10_000, 100_000]
+    assert [round(m, 4) for m in hnsw.misses_at_10] == [0.03, 0.25]
+    build(tmp_path / "traces", tmp_path / "out")
+    table = (tmp_path / "out" / "tables" / "scale_recall.md").read_text()
+    assert "sqlite exact (default)" in table and "postgres hnsw ef_search 40" in table
+    assert (tmp_path / "out" / "figures" / "scale_recall.png").is_file()
+    page = (tmp_path / "out" / "REPRODUCTION.md").read_text()
+    assert "misses of scoped search vs store size" in page and "0.25 " in page

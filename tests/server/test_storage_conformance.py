@@ -200,8 +200,8 @@ def test_scoped_similarity_search_returns_exactly_the_visible_rows(
     store.insert_many(ROWS, vectors)
     store.insert_many([memory("other-tenant", tenant="t2")], [vectors[0]])
     if vector_search == "hnsw":
-        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
-            store._db.execute(f"SET {setting} = off")  # type: ignore[attr-defined]
+        store.tune(enable_seqscan="off", enable_bitmapscan="off",  # type: ignore[attr-defined]
+                   enable_sort="off")
         plan = store._all(  # type: ignore[attr-defined]
             "EXPLAIN SELECT id FROM memories WHERE tenant_id = 't1' "
             "ORDER BY embedding <#> %s LIMIT 10", (vectors[0],))
@@ -261,6 +261,74 @@ def test_sqlite_partial_sort_keeps_ties_in_insertion_order(tmp_path: Path) -> No
     got = [r["id"] for r, _ in store.similar_rows("t1", v, 0.5)]
     assert got == [r["id"] for r in rows]
     store.close()
+
+
+def _separated_vectors(count: int) -> list[np.ndarray]:
+    """Unit vectors whose cosines with the first axis are 0.9, 0.8, ...: rows sharing one
+    tie exactly, rows of two differ far beyond any float rounding, so the exact order
+    (similarity, then insertion order) is the same whoever computes it."""
+    vectors = []
+    for i in range(count):
+        v = np.zeros(DIM, dtype=np.float32)
+        v[0], v[1 + i % (DIM - 1)] = 0.9 - 0.1 * i, np.sqrt(1 - (0.9 - 0.1 * i) ** 2)
+        vectors.append(v)
+    return vectors
+
+
+def test_scoped_ranking_is_exact_with_ties_across_fleets_and_after_changes(
+        store: Storage) -> None:
+    """A scoped search returns the admitted rows in exact order (most similar first, ties in
+    insertion order) across fleets, fleet-less and org-visible rows, also after the store
+    has served searches and then took new rows, re-embedded rows, a row turned org-visible
+    and back, and a deleted row: the SQLite store ranks per-fleet blocks kept in memory,
+    which must follow every one of those changes."""
+    query = np.eye(DIM, dtype=np.float32)[0]
+    groups = _separated_vectors(4)
+    fleets = (None, "f1", "f2", "f3")
+    rows, group_of = [], {}
+    for i, (fleet, vis, g) in enumerate(itertools.product(
+            fleets, ("scope_team", "scope_org", "scope_agent"), range(4))):
+        rows.append(memory(f"r{i:03d}", fleet_id=fleet, visibility=vis))
+        group_of[rows[-1]["id"]] = g
+    store.insert_many(rows, [groups[group_of[r["id"]]] for r in rows])
+    order = [r["id"] for r in rows]  # insertion order = rowid order
+    filters = [SearchFilter(get_profile(p), SearchScope(Viewer(v), frozenset(f), None, None,
+                                                        None))
+               for p in ("memclaw-2026-05-30", "naive") for v in (None, "a1")
+               for f in ((), ("f1",), ("f2", "f3"), ("f1", "absent"))]
+    current = {r["id"]: r for r in rows}
+
+    def check(stage: str) -> None:
+        for flt in filters:
+            got = [r["id"] for r, _ in store.similar_rows("t1", query, 0.05, flt)]
+            want = sorted((i for i in order if flt.admits(current[i])),
+                          key=lambda i: (-groups[group_of[i]][0], order.index(i)))
+            assert got == want, (stage, flt.profile.name, flt.scope)
+
+    check("loaded")
+    added = [memory(f"n{i}", fleet_id=f, visibility=v)
+             for i, (f, v) in enumerate([("f1", "scope_team"), ("f4", "scope_team"),
+                                         (None, "scope_org"), ("f2", "scope_org")])]
+    for i, row in enumerate(added):
+        store.insert_memory(row, groups[i % 4])
+        group_of[row["id"]] = i % 4
+        current[row["id"]] = row
+        order.append(row["id"])
+    for mid, changes, g in (("r001", {"content": "re-embedded"}, 0),  # team, group 1 -> 0
+                            ("r004", {"visibility": "scope_team"}, None),  # org -> team
+                            ("r013", {"visibility": "scope_org"}, None),  # team -> org
+                            ("r016", {"visibility": "scope_team", "content": "x"}, 3)):
+        store.update_memory(store.get_memory("t1", mid), changes,
+                            None if g is None else groups[g], None)
+        current[mid] = {**current[mid], **changes}
+        group_of[mid] = group_of[mid] if g is None else g
+    store.soft_delete("t1", "r014")
+    current["r014"] = {**current["r014"], "deleted_at": "now", "status": "deleted"}
+    check("changed")
+    rowids, _ = store.ranked_by_similarity("t1", query, 0.05)
+    by_rowid = store.rows_by_rowids(rowids.tolist())
+    assert [by_rowid[r]["id"] for r in rowids.tolist()] == sorted(
+        order, key=lambda i: (-groups[group_of[i]][0], order.index(i)))
 
 
 # --- the rest of the protocol -------------------------------------------------------------

@@ -3,19 +3,29 @@ PostgreSQL + pgvector storage, 100k background memories per tenant) beside the p
 canonical runs of the same profile. Same metric views, same Wilson intervals; scale runs are
 ablations by headline_params (a larger population than the paper's), so they never enter
 Table 2. `make scale10x` makes the runs.
+
+Beside it, governed-retrieval completeness vs store size: the misses of each store's scoped
+similarity search (1 - recall@10 against exact ranking over the rows the caller may read) per
+store and index setting, from the committed benchmark evidence `data/scale/recall.json`
+(`benchmarks/bench_recall.py --json`): whether a store that filters by scope around an
+approximate index loses rows its callers may read, and how that grows with the store.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from fleetprobe.analysis.base.results import Results
 from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
 from fleetprobe.analysis.base.tables import Table, write_table
+
+if TYPE_CHECKING:  # matplotlib loads only when the figure is drawn
+    from fleetprobe.analysis.base.figures import FigureOutput
 
 KEY, TITLE = "scale", "Scale (10x)"
 
@@ -100,6 +110,78 @@ def scale_table(results: Results) -> Table:
     return Table("scale", "Scale: 10x the paper's population", pd.DataFrame(rows), note)
 
 
+RECALL_EVIDENCE = Path("scale") / "recall.json"  # under the traces root's parent (data/)
+NO_RECALL = ("No recall evidence: run `benchmarks/bench_recall.py --json "
+             "data/scale/recall.json` (PostgreSQL needs the `pg` extra).")
+
+
+def recall_rows(path: Path) -> pd.DataFrame:
+    """bench_recall.py's rows, one per (store, size, setting), with the misses (1 - recall@10
+    over readable rows at or above the cosine gate); empty when the file is absent."""
+    if not path.is_file():
+        return pd.DataFrame()
+    frame = pd.DataFrame(json.loads(path.read_text()))
+    frame["setting"] = [_setting(r) for r in frame.itertuples()]
+    frame["misses_at_10"] = 1.0 - frame.recall_gated_at_10
+    order = frame.assign(ef=frame.ef_search.fillna(0))
+    return frame.loc[order.sort_values(["store", "mode", "ef", "n"], kind="stable").index
+                     ].reset_index(drop=True)
+
+
+def _setting(row: Any) -> str:
+    label = f"{row.store} {row.mode}"
+    if row.mode == "hnsw":
+        label += f" ef_search {int(row.ef_search)}"
+    return label + (" (default)" if row.server_default else "")
+
+
+def recall_table(frame: pd.DataFrame) -> Table:
+    title = "Governed retrieval: misses of scoped search vs store size"
+    if frame.empty:
+        return Table("scale_recall", title, pd.DataFrame(), NO_RECALL)
+    shown = pd.DataFrame({
+        "setting": frame.setting, "stored memories": frame.n,
+        "recall@10": frame.recall_gated_at_10.map("{:.4f}".format),
+        "recall@40": frame.recall_gated_at_40.map("{:.4f}".format),
+        "misses@10": frame.misses_at_10.map("{:.4f}".format),
+        "search p50 (ms)": frame.p50_ms.map("{:.2f}".format),
+        "load average": frame.load.map("{:.1f}".format)})
+    note = ("Fleet-scoped queries (six words of a stored row, one of 8 fleets in scope: 1/8 "
+            "of the rows readable); recall@k of the store's scoped search against exact "
+            "ranking over the readable rows at or above the profile's cosine gate, summed "
+            "over the sampled queries; misses = 1 - recall. HNSW: pgvector, m 16, "
+            "ef_construction 64, iterative scan. p50: the store call alone, on a shared "
+            "2-core machine at the load average shown (benchmarks/bench_recall.py).")
+    return Table("scale_recall", title, shown, note)
+
+
+def recall_figure(frame: pd.DataFrame, out_dir: Path) -> FigureOutput | None:
+    """Misses@10 vs store size, one line per store and setting (log x)."""
+    if frame.empty:
+        return None
+    from fleetprobe.analysis.base.figures import plt, save, style
+
+    with style():
+        fig, ax = plt.subplots(figsize=(7.5, 5.2))
+        for setting in dict.fromkeys(frame.setting):  # the frame's order: store, mode, ef
+            rows = frame[frame.setting == setting]
+            ax.plot(rows.n, rows.misses_at_10, marker="o",
+                    linestyle="-" if "hnsw" in setting else "--", label=setting)
+        ax.set_xscale("log")
+        ax.set(xlabel="stored memories (one tenant, 8 fleets)",
+               ylabel="misses@10 (1 - recall over readable rows)")
+        ax.set_ylim(bottom=-0.005)
+        ax.legend(fontsize=7, loc="upper left", frameon=True)
+        fig.subplots_adjust(bottom=0.27)
+        caption = (f"{len(frame)} measurements (data/scale/recall.json, "
+                   "benchmarks/bench_recall.py): recall@10 of each store's fleet-scoped search "
+                   "against exact ranking over the readable rows at or above the cosine gate; "
+                   "misses = 1 - recall. HNSW: pgvector, m 16, ef_construction 64, iterative "
+                   "scan. Exact ranking (both stores' default) misses none.")
+        return save(fig, out_dir, "scale_recall", "Governed-retrieval misses vs store size",
+                    caption)
+
+
 def markdown_section(table: Table) -> str:
     """The Scale table as a section of REPRODUCTION.md."""
     body = f"_{table.note}_" if table.empty else (
@@ -116,11 +198,23 @@ def build(context: Context) -> SectionOutput:
         runs = tuple(scale_runs(results).run_id)
     finally:
         results.con.close()
+    frame = recall_rows(context.traces_root.parent / RECALL_EVIDENCE)
+    recall = recall_table(frame)
+    write_table(recall, context.out_dir / "tables")
+    (context.out_dir / "figures").mkdir(parents=True, exist_ok=True)
+    figure = recall_figure(frame, context.out_dir / "figures")
     output = SectionOutput(
         KEY, TITLE,
         "Leakage and propagation at 10x the paper's population (PostgreSQL + pgvector, 100k "
-        "background memories per tenant) beside the paper-scale canonical runs.",
-        tables={table.name: table}, fragments=[Fragment(REPRODUCTION, 90, markdown_section(
-            table))], notes=[table.note] if table.empty else [],
+        "background memories per tenant) beside the paper-scale canonical runs, and the "
+        "misses of scoped search vs store size per store and index setting.",
+        # the recall table is benchmark evidence, not a metric view over the traces, so it
+        # stays out of `tables` (each of which cites its metrics.sql views): its files, its
+        # fragment and its figure's caption name data/scale/recall.json instead
+        tables={table.name: table},
+        figures={figure.name: figure} if figure else {},
+        fragments=[Fragment(REPRODUCTION, 90, markdown_section(table)),
+                   Fragment(REPRODUCTION, 91, markdown_section(recall))],
+        notes=[t.note for t in (table, recall) if t.empty],
         views=tuple(dict.fromkeys(m for _, m, _, _ in METRICS)), runs=runs)
     return finish(output, context)
