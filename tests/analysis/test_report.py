@@ -84,3 +84,37 @@ def test_redistribute_table_counts_flips_by_trust_and_relation(built):
     rows = {(r.relation, r.flipped, r.statuses) for r in frame.itertuples()}
     assert ("sibling", "0/2 [0.000, 0.658]", "403") in rows
     assert ("cross_fleet", "0/1 [0.000, 0.793]", "403") in rows
+
+
+def test_the_shared_database_holds_the_shared_views_rows(fixture_traces, tmp_path):
+    """write_database stores runs, rate_metrics and latency_metrics as tables: the same rows
+    as the views give on a connection that parsed the traces itself."""
+    from fleetprobe.analysis.base import db
+
+    path = tmp_path / "traces.duckdb"
+    db.write_database(fixture_traces[0], path)
+    shared, fresh = db.open_database(path), db.connect(fixture_traces[0])
+    kinds = dict(shared.execute("SELECT table_name, table_type FROM information_schema.tables")
+                 .fetchall())
+    for name in db.SHARED_VIEWS:
+        assert kinds[name] == "BASE TABLE", name
+        query = f"SELECT * FROM {name} ORDER BY ALL"
+        assert shared.execute(query).fetchall() == fresh.execute(query).fetchall(), name
+    assert shared.execute("SELECT count(*) FROM rate_metrics").fetchone()[0] > 0
+
+
+def test_answers_and_failures_match_a_query_per_run(results):
+    """Results.statuses and Results.failures (one query each) give what a query for one run
+    and phase gives."""
+    from fleetprobe.analysis.base.claims import failed_requests
+
+    con = results.con
+    for run_id, phase in con.execute("SELECT DISTINCT run_id, phase FROM events").fetchall():
+        direct = con.execute("SELECT axis, status, count(*) FROM events WHERE run_id = ? AND "
+                             "phase = ? GROUP BY ALL ORDER BY ALL", [run_id, phase]).fetchall()
+        assert results.statuses[(run_id, phase)] == direct
+        errors = con.execute(
+            "SELECT error, count(*) AS n FROM events WHERE run_id = ? AND error IS NOT NULL "
+            "AND (status IS NULL OR status >= 500 OR status = 429) "
+            "GROUP BY error ORDER BY n DESC, error LIMIT 3", [run_id]).fetchall()
+        assert failed_requests(results, run_id) == dict(errors)

@@ -141,10 +141,11 @@ def answered(results: Results, claim: dict[str, Any], run: pd.Series) -> str:
     where = f"{run.profile} ({run.target_kind})"
     if phase is None:
         return f"no mechanism is known for {where} beyond its recorded answers"
-    rows = results.con.execute(
-        "SELECT status, count(*) FROM events WHERE run_id = ? AND phase = ? "
-        "AND (? IS NULL OR axis = ?) GROUP BY status ORDER BY status NULLS LAST",
-        [run.run_id, phase, axis, axis]).fetchall()
+    by_status: dict[int | None, int] = {}
+    for row_axis, status, n in results.statuses.get((run.run_id, phase), []):
+        if axis is None or row_axis == axis:
+            by_status[status] = by_status.get(status, 0) + n
+    rows = sorted(by_status.items(), key=lambda item: (item[0] is None, item[0] or 0))
     counts = ", ".join(f"{'no answer' if s is None else s} x{n}" for s, n in rows) or "none"
     path = f"{phase} ({axis})" if axis else phase
     return (f"{where} answered HTTP {counts} on the {path} requests of run {run.run_id}; no "

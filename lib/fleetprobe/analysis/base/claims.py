@@ -230,8 +230,4 @@ def data_context(results: Results, claim: dict[str, Any], run_id: str) -> list[s
 def failed_requests(results: Results, run_id: str, top: int = 3) -> dict[str, int]:
     """The commonest failures the harness could not answer around: transport errors, 5xx and
     429 after retries (other 4xx are measurements, e.g. a 409 at admission)."""
-    rows = results.con.execute(
-        "SELECT error, count(*) AS n FROM events WHERE run_id = ? AND error IS NOT NULL "
-        "AND (status IS NULL OR status >= 500 OR status = 429) "
-        "GROUP BY error ORDER BY n DESC, error LIMIT ?", [run_id, top]).fetchall()
-    return {str(error): int(n) for error, n in rows}
+    return dict(results.failures.get(run_id, [])[:top])

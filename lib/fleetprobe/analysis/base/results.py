@@ -76,6 +76,30 @@ class Results:
     def latencies(self) -> pd.DataFrame:
         return latency_table(self.con)
 
+    @cached_property
+    def statuses(self) -> dict[tuple[str, str], list[tuple[str | None, int | None, int]]]:
+        """(run_id, phase) -> [(axis, HTTP status or None, events)]: what each run's requests
+        were answered, from one query (the verdicts' bases ask per claim and run)."""
+        found: dict[tuple[str, str], list[tuple[str | None, int | None, int]]] = {}
+        for run_id, phase, axis, status, n in self.con.execute(
+                "SELECT run_id, phase, axis, status, count(*) FROM events "
+                "GROUP BY ALL ORDER BY ALL").fetchall():
+            found.setdefault((run_id, phase), []).append((axis, status, int(n)))
+        return found
+
+    @cached_property
+    def failures(self) -> dict[str, list[tuple[str, int]]]:
+        """run_id -> [(error, requests)], commonest first: the requests the harness could not
+        answer around (transport errors, 5xx and 429 after retries; other 4xx are
+        measurements, e.g. a 409 at admission), from one query."""
+        found: dict[str, list[tuple[str, int]]] = {}
+        for run_id, error, n in self.con.execute(
+                "SELECT run_id, error, count(*) AS n FROM events WHERE error IS NOT NULL "
+                "AND (status IS NULL OR status >= 500 OR status = 429) "
+                "GROUP BY ALL ORDER BY run_id, n DESC, error").fetchall():
+            found.setdefault(run_id, []).append((str(error), int(n)))
+        return found
+
     @property
     def claims(self) -> list[dict[str, Any]]:
         return self.paper["claims"]

@@ -96,3 +96,19 @@ def finish(output: SectionOutput, context: Context, table_names: Sequence[str] |
             context.traces_root, output.notebook, output.views, output.runs,
             table_names, figure_names)
     return output
+
+
+def from_parts(key: str, title: str, sentence: str, context: Context,
+               tables: Sequence[Table], figures: Sequence[FigureOutput], *,
+               fragments: Sequence[Fragment] = (), paper: str = "", notebook: str = "",
+               runs: Sequence[str] = ()) -> SectionOutput:
+    """A section of the tables and figures it built, rendered: a note for each that is
+    empty, and the metric views they read (in order, once each)."""
+    output = SectionOutput(
+        key, title, sentence, tables={t.name: t for t in tables},
+        figures={f.name: f for f in figures}, fragments=list(fragments),
+        notes=[t.note for t in tables if t.empty] + [f.note for f in figures if f.note],
+        paper=paper, notebook=notebook,
+        views=tuple(dict.fromkeys(v for x in (*tables, *figures) for v in x.views)),
+        runs=tuple(runs))
+    return finish(output, context)

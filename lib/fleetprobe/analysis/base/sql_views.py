@@ -43,6 +43,8 @@ def dependencies(name: str, statements: dict[str, str] | None = None) -> list[st
     ordered: list[str] = []
 
     def visit(view: str, seen: tuple[str, ...]) -> None:
+        if view in ordered:  # reached before by another path: its reads are listed already
+            return
         body = _CREATE.split(statements.get(view, ""), maxsplit=1)[-1]
         for other in statements:
             if other != view and other not in seen and \
@@ -76,7 +78,12 @@ def excerpt(names: Iterable[str], statements: dict[str, str] | None = None) -> s
 
 def details_html(views: Iterable[str]) -> str:
     """A folded HTML block with the SQL of the views (see `excerpt`); "" when none is named."""
-    names = list(views)
+    return _details_html(tuple(views))
+
+
+@cache
+def _details_html(names: tuple[str, ...]) -> str:
+    """details_html, once per list of views (tables and figures share theirs)."""
     if not names:
         return ""
     summary = ", ".join(f"<code>{html.escape(v)}</code>" for v in names)

@@ -19,7 +19,13 @@ from fleetprobe.analysis.base.figures import (
     style,
 )
 from fleetprobe.analysis.base.results import Results
-from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
+from fleetprobe.analysis.base.section import (
+    REPRODUCTION,
+    Context,
+    Fragment,
+    SectionOutput,
+    from_parts,
+)
 from fleetprobe.analysis.base.stats import fmt_count, fmt_rate
 from fleetprobe.analysis.base.tables import Table, empty_note, markdown_or_note, write_table
 
@@ -45,18 +51,15 @@ def build(context: Context) -> SectionOutput:
             "## Contradiction admission (paper 8, 9.2: 206/400 rejected, mostly exact "
             "duplicates)", "",
             markdown_or_note(tables[0].frame, "no contradiction run in the traces")])
-        output = SectionOutput(
+        return from_parts(
             KEY, TITLE,
             "Which gate rejected each write, detection per pair (sequential and concurrent) "
             "under the headline prose and its ablations, and the write latency (Fig. 7).",
-            tables={t.name: t for t in tables}, figures={f.name: f for f in figures},
+            context, tables, figures,
             fragments=[Fragment(REPRODUCTION, 30, admission),
                        Fragment(REPRODUCTION, 70, "\n".join(pipeline_ordering_section(rows)))],
-            notes=[t.note for t in tables if t.empty] + [f.note for f in figures if f.note],
             paper="8.4; 9.2", notebook="contradiction.ipynb",
-            views=tuple(dict.fromkeys(v for x in (*tables, *figures) for v in x.views)),
-            runs=tuple(canonical_runs(results, "contradiction").run_id))
-        return finish(output, context)
+            runs=canonical_runs(results, "contradiction").run_id)
     finally:
         results.con.close()
 

@@ -23,7 +23,13 @@ from fleetprobe.analysis.base.figures import (
     style,
 )
 from fleetprobe.analysis.base.results import Results
-from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
+from fleetprobe.analysis.base.section import (
+    REPRODUCTION,
+    Context,
+    Fragment,
+    SectionOutput,
+    from_parts,
+)
 from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate
 from fleetprobe.analysis.base.tables import (
     Table,
@@ -56,19 +62,16 @@ def build(context: Context) -> SectionOutput:
             "Which write/search variant yields the paper's 72/164 search leaks and 4/28 misses:",
             "", markdown_or_note(hypothesis, "no leakage run measured search"), "",
             _hypothesis_conclusion(hypothesis)])
-        output = SectionOutput(
+        return from_parts(
             KEY, TITLE,
             "Scope enforcement by path: the tenant key's GET-by-id exposure and the search "
             "leak per write/search variant (Fig. 2), search latency (Fig. 3), which variant "
             "gives the paper's 72/164, the agent-scoped GET-by-id probe and the remediation "
             "re-probe.",
-            tables={t.name: t for t in tables}, figures={f.name: f for f in figures},
+            context, tables, figures,
             fragments=[Fragment(REPRODUCTION, 20, fragment)],
-            notes=[t.note for t in tables if t.empty] + [f.note for f in figures if f.note],
             paper="8.1; 9.1", notebook="leakage.ipynb",
-            views=tuple(dict.fromkeys(v for x in (*tables, *figures) for v in x.views)),
-            runs=tuple(canonical_runs(results, "leakage").run_id))
-        return finish(output, context)
+            runs=canonical_runs(results, "leakage").run_id)
     finally:
         results.con.close()
 

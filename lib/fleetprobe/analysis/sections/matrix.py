@@ -406,8 +406,9 @@ def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Principal x path, colour = gap rate; one panel per target, the colour bar at the
     right; a cell with misses is marked `m`, a cell never probed is grey."""
     targets = _order(list(cells.target.unique()))
-    paths = [p for p in PATH_ORDER if p in set(cells.path)]
-    whos = [p for p in PRINCIPALS if p in set(cells.principal)]
+    probed_paths, probed_whos = set(cells.path), set(cells.principal)
+    paths = [p for p in PATH_ORDER if p in probed_paths]
+    whos = [p for p in PRINCIPALS if p in probed_whos]
     # at most three panels a row, so the figure stays readable at 100 % zoom
     ncols = max(1, min(3, len(targets)))
     nrows = -(-len(targets) // ncols)

@@ -23,7 +23,7 @@ from fleetprobe.analysis.base.figures import (
     style,
 )
 from fleetprobe.analysis.base.results import Results
-from fleetprobe.analysis.base.section import Context, SectionOutput, finish
+from fleetprobe.analysis.base.section import Context, SectionOutput, from_parts
 from fleetprobe.analysis.base.stats import rate
 from fleetprobe.analysis.base.tables import (
     Table,
@@ -47,16 +47,13 @@ def build(context: Context) -> SectionOutput:
         out.mkdir(parents=True, exist_ok=True)
         with style():
             figures = [fig5_visibility(results, out), fig6_window(results, out)]
-        output = SectionOutput(
+        return from_parts(
             KEY, TITLE,
             "Visibility to fleet siblings and foreign readers (Fig. 5), the write-to-visible "
             "window of the tight-poll phase (Fig. 6) and redistribute by requester trust.",
-            tables={t.name: t for t in tables}, figures={f.name: f for f in figures},
-            notes=[t.note for t in tables if t.empty] + [f.note for f in figures if f.note],
+            context, tables, figures,
             paper="8.3; 9.3", notebook="propagation.ipynb",
-            views=tuple(dict.fromkeys(v for x in (*tables, *figures) for v in x.views)),
-            runs=tuple(canonical_runs(results, "propagation").run_id))
-        return finish(output, context)
+            runs=canonical_runs(results, "propagation").run_id)
     finally:
         results.con.close()
 

@@ -24,7 +24,13 @@ from fleetprobe.analysis.base.figures import (
     style,
 )
 from fleetprobe.analysis.base.results import Results
-from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
+from fleetprobe.analysis.base.section import (
+    REPRODUCTION,
+    Context,
+    Fragment,
+    SectionOutput,
+    from_parts,
+)
 from fleetprobe.analysis.base.stats import fmt_count, fmt_rate
 from fleetprobe.analysis.base.tables import Table, empty_note, write_table
 
@@ -43,17 +49,14 @@ def build(context: Context) -> SectionOutput:
         out.mkdir(parents=True, exist_ok=True)
         with style():
             figures = [fig4_hop_latency(results, out)]
-        output = SectionOutput(
+        return from_parts(
             KEY, TITLE,
             "Fifty depth-4 chains walked back from the leaf: per-hop fetch latency of the "
             "paper-state run (Fig. 4), and paced versus unthrottled writes.",
-            tables={t.name: t for t in tables}, figures={f.name: f for f in figures},
+            context, tables, figures,
             fragments=[Fragment(REPRODUCTION, 60, "\n".join(pacing_section(rows)))],
-            notes=[t.note for t in tables if t.empty] + [f.note for f in figures if f.note],
             paper="8.2", notebook="provenance.ipynb",
-            views=tuple(dict.fromkeys(v for x in (*tables, *figures) for v in x.views)),
-            runs=tuple(canonical_runs(results, "provenance").run_id))
-        return finish(output, context)
+            runs=canonical_runs(results, "provenance").run_id)
     finally:
         results.con.close()
 
