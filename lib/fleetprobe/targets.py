@@ -299,17 +299,31 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
         yield target
 
 
+def backend_server(params: TargetParams) -> Any:
+    """A `BackendServer` (not started) for the target: its adapter in its locked environment,
+    built first if the cache lacks it."""
+    backend = params.backend or _backend_of_profile(params.profile)
+    if backend is None:
+        raise TargetError("target.kind backend needs target.backend: langgraph, mem0 or crewai "
+                          "(e.g. --set target.backend=mem0, or target.profile=backend-mem0)")
+    from fleetprobe.backends.process import BackendServer
+
+    try:
+        return BackendServer(backend, params.backend_store, backend_env=params.backend_env,
+                             deployment=params.backend_deployment)
+    except Exception as exc:  # the locked environment could not be built
+        raise TargetError(f"the {backend} adapter's environment is not available: {exc}"
+                          ) from exc
+
+
 @contextmanager
 def backend_target(params: TargetParams) -> Iterator[Target]:
     backend = params.backend or _backend_of_profile(params.profile)
     if backend is None:
         raise TargetError("target.kind backend needs target.backend: langgraph, mem0 or crewai "
                           "(e.g. --set target.backend=mem0, or target.profile=backend-mem0)")
-    try:
-        from fleetprobe.backends.process import BackendServer
-        from reference_server.launch.process import RunningServer
-    except ImportError as exc:  # pragma: no cover - the package ships with the kit
-        raise TargetError(f"the backend adapters are not importable ({exc})") from exc
+    from reference_server.launch.process import RunningServer
+
     shared = json.loads(os.environ.get(ENV_SHARED_SERVERS) or "{}").get(
         params.model_dump_json())
     if shared:  # an adapter another process started (the smoke tests share one per backend)
@@ -317,12 +331,7 @@ def backend_target(params: TargetParams) -> Iterator[Target]:
         yield target_for_server(running, f"backend-{backend}", backend_label(params, backend),
                                 kind="backend")
         return
-    try:
-        server = BackendServer(backend, params.backend_store, backend_env=params.backend_env,
-                               deployment=params.backend_deployment)
-    except Exception as exc:  # the locked environment could not be built
-        raise TargetError(f"the {backend} adapter's environment is not available: {exc}"
-                          ) from exc
+    server = backend_server(params)
     try:
         server.start()
     except Exception as exc:

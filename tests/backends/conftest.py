@@ -44,17 +44,21 @@ def locked_version(backend: str, env: str | None = None) -> str:
 
 
 @pytest.fixture(scope="session")
-def backend_server() -> Iterator[Callable[[str], BackendServer]]:
-    """`backend_server("crewai")`: the session's adapter of that backend, started on first use."""
-    started: dict[str, BackendServer] = {}
+def backend_server() -> Iterator[Callable[..., BackendServer]]:
+    """`backend_server("crewai")`: the session's adapter of that backend (and deployment,
+    store), started on first use."""
+    started: dict[tuple[str, str | None, str | None], BackendServer] = {}
 
-    def get(backend: str) -> BackendServer:
+    def get(backend: str, deployment: str | None = None,
+            store: str | None = None) -> BackendServer:
         need(backend)
-        if backend not in started:
+        key = (backend, deployment, store)
+        if key not in started:
             t0 = time.monotonic()
-            started[backend] = BackendServer(backend).start()
-            print(f"\n{backend} adapter start-up: {time.monotonic() - t0:.1f} s")
-        return started[backend]
+            started[key] = BackendServer(backend, store, deployment=deployment).start()
+            print(f"\n{backend} ({deployment or 'idiomatic'}, {store or 'default store'}) "
+                  f"adapter start-up: {time.monotonic() - t0:.1f} s")
+        return started[key]
 
     yield get
     for server in started.values():

@@ -186,6 +186,7 @@ async def write(body: MemoryCreate, caller: CallerDep, state: StateDep) -> Any:
     if body.status not in (None, "active"):
         return not_supported(state.backend.name, "POST /memories with a status",
                              "no status lifecycle: every memory the backend stores is live")
+    _named_fleets(body.fleet_id)
     agent_id = who.agent_id or body.agent_id  # an agent key writes as itself
     # as on MemClaw: the body's fleet, else the writing agent's home fleet (for a tenant key
     # writing as a provisioned agent, that agent's; an unknown agent has none)
@@ -233,9 +234,17 @@ async def search(body: SearchRequest, caller: CallerDep, state: StateDep) -> Any
             "total": len(found)}
 
 
+def _named_fleets(*fleet_ids: str | None) -> None:
+    """An empty fleet id names no fleet: every backend here would file or read it as a path
+    or namespace prefix of all fleets, so it is bad input (422), never written."""
+    if any(f == "" for f in fleet_ids):
+        raise ApiError(422, "fleet_id must not be empty")
+
+
 def _scope(who: Identity, fleet_ids: tuple[str, ...] | None, author: str | None
            ) -> SearchScope:
     """The request's fleets, else the caller's home fleet (agent key), else tenant-wide."""
+    _named_fleets(*(fleet_ids or ()))
     fleets = fleet_ids if fleet_ids is not None else (who.fleet_id,) if who.fleet_id else None
     return SearchScope(fleets, author)
 
