@@ -47,17 +47,18 @@ def locked_version(backend: str, env: str | None = None) -> str:
 def backend_server() -> Iterator[Callable[..., BackendServer]]:
     """`backend_server("crewai")`: the session's adapter of that backend (and deployment,
     store), started on first use."""
-    started: dict[tuple[str, str | None, str | None], BackendServer] = {}
+    started: dict[tuple[str, str | None, str | None, str | None], BackendServer] = {}
 
-    def get(backend: str, deployment: str | None = None,
-            store: str | None = None) -> BackendServer:
+    def get(backend: str, deployment: str | None = None, store: str | None = None,
+            env: str | None = None) -> BackendServer:
         need(backend)
-        key = (backend, deployment, store)
+        key = (backend, deployment, store, env)
         if key not in started:
             t0 = time.monotonic()
-            started[key] = BackendServer(backend, store, deployment=deployment).start()
-            print(f"\n{backend} ({deployment or 'idiomatic'}, {store or 'default store'}) "
-                  f"adapter start-up: {time.monotonic() - t0:.1f} s")
+            started[key] = BackendServer(backend, store, deployment=deployment,
+                                         backend_env=env).start()
+            print(f"\n{backend} ({deployment or 'idiomatic'}, {store or 'default store'}, "
+                  f"{env or backend}) adapter start-up: {time.monotonic() - t0:.1f} s")
         return started[key]
 
     yield get

@@ -22,7 +22,8 @@ CASES = [
     (("list", None, "fleet-1", "scope_team", False, "t0 same_fleet"), 7),
     (("search_fleet", "fleet-2", "fleet-10", "scope_team", False, "t1 other"), 8),
     (("write", None, "fleet-4", "scope_team", False, "t0 other_fleet"), 9),
-    (("dup_exact", None, "fleet-1", "scope_team", False, "t1 same_fleet"), 10),
+    (("after_redistribute", None, "fleet-1", "scope_agent", False, "t1 same_fleet"), 10),
+    (("dup_exact", None, "fleet-1", "scope_team", False, "t1 same_fleet"), 11),
 ]
 
 

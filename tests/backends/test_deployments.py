@@ -126,3 +126,19 @@ def test_deployments_differ_as_documented(
     mid = w.write(owner, content=text, visibility="scope_agent").json()["id"]
     assert (mid in w.search(mate, text)) is MATE_SEES_PRIVATE[(backend, deployment)]
     assert mid in w.search(owner, text)  # the writer always finds its own row
+
+
+# The version sweep: LangGraph's SqliteStore at checkpoint-sqlite 3.1.0 matches a namespace
+# prefix across the segment boundary (a search of fleet `f1` returns fleet `f10`'s row: the
+# bug issue 23 files as CVE-2026-71433), 3.1.1 does not.
+@pytest.mark.parametrize(("env", "leaks"), [("langgraph-ckpt-3.1.0", True),
+                                            ("langgraph-ckpt-3.1.1", False)])
+def test_checkpoint_version_sweep(env: str, leaks: bool,
+                                  backend_server: Callable[..., BackendServer]) -> None:
+    server = backend_server("langgraph", None, "sqlite", env)
+    version = httpx.get(server.base_url + "/api/v1/version", timeout=30).json()
+    assert version["backend_env"]["packages"]["langgraph-checkpoint-sqlite"] == env[-5:]
+    w = Wire(server)
+    text = "Gannet ferry schedule slips a week"
+    mid = w.write(w.tenant, content=text, agent_id="a", fleet_id="f10").json()["id"]
+    assert (mid in w.search(w.tenant, text, fleet_ids=["f1"])) is leaks

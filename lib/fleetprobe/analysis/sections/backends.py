@@ -331,6 +331,7 @@ GAP_CLASSES = (
     "default scope",
     "read outside the fleets the request named",
     "write into a fleet the request named (no write gate)",
+    "read after a redistribute the backend does not have (the row never moved)",
     "other",
 )
 
@@ -367,7 +368,9 @@ def classify_gap(path: str, fleets: str | None, row_fleet: str | None, visibilit
         return GAP_CLASSES[6] if visibility == "scope_agent" else GAP_CLASSES[7]
     if path == "write":
         return GAP_CLASSES[9]
-    return GAP_CLASSES[10]
+    if path == "after_redistribute":
+        return GAP_CLASSES[10]
+    return GAP_CLASSES[11]
 
 
 def _str(value: Any) -> str | None:
