@@ -54,6 +54,9 @@ help:
 	@echo "make engine          MemClaw's open-source engine on loopback (ENGINE_SRC=checkout|archive,"
 	@echo "                     ENGINE_CMD=up|status|down); docs/engine.md"
 	@echo "make test-engine     the engine tier: starts the engine, runs leakage against it"
+	@echo "make backends        LangGraph, mem0, CrewAI behind the wire adapter, each from its own"
+	@echo "                     locked venv: params/backends.yaml into data/reproductions/ (docs/backends.md)"
+	@echo "make backends-smoke  the adapters' smokes and wire tests (CI)"
 
 # Installs exactly the versions in the lock (with hashes), then the kit itself without deps.
 $(STAMP): pyproject.toml $(LOCK)
