@@ -379,27 +379,9 @@ def _str(value: Any) -> str | None:
 
 
 def _matrix_probes(results: Results, run_ids: list[str]) -> pd.DataFrame:
-    """Every judged matrix probe of these runs with what attribution needs: the verdict, the
-    request's named fleets, whether it returned the row, and the row's observed fleet."""
-    if not run_ids:
-        return pd.DataFrame()
-    marks = ",".join("?" * len(run_ids))
-    return results.con.execute(
-        f"""SELECT v.run_id, v.probe_id, v.path, v.principal, v.visibility, v.expected,
-                  v.verdict, coalesce(v.cross_tenant, false) AS cross_tenant, p.fleets,
-                  p.returned, c.fleet AS row_fleet, a.home
-           FROM events v
-           JOIN events p ON p.run_id = v.run_id AND p.phase = 'probe'
-                        AND p.probe_id = v.probe_id
-           LEFT JOIN (SELECT DISTINCT run_id, row_key, fleet FROM events
-                      WHERE phase = 'census_row') c
-                  ON c.run_id = v.run_id AND c.row_key = p.row_key
-           LEFT JOIN (SELECT DISTINCT run_id, who, home FROM events
-                      WHERE phase = 'census_agent' AND step = 'before') a
-                  ON a.run_id = v.run_id AND a.who = p.who
-           WHERE v.phase = 'verdict' AND v.run_id IN ({marks})
-             AND v.verdict NOT IN ('n/a', 'error')
-           ORDER BY v.run_id, v.probe_id""", run_ids).df()
+    """Every judged matrix probe of these runs with what attribution needs (metrics.sql's
+    backend_matrix_attribution)."""
+    return results.view("backend_matrix_attribution", run_ids) if run_ids else pd.DataFrame()
 
 
 def _env_versions(traces_root: Path | None, run_id: str) -> dict[str, str]:
@@ -505,7 +487,8 @@ def build(context: Context) -> SectionOutput:
                         views=("backend_metric_counts", "backend_matrix_counts",
                                "backend_not_applicable"))
         matrix = replace(matrix_paths_table(results), views=("backend_matrix_paths",))
-        classes, known = attribution_tables(results, context.traces_root)
+        classes, known = (replace(t, views=("backend_matrix_attribution",))
+                          for t in attribution_tables(results, context.traces_root))
         paths = [p for t in (table, matrix, classes, known)
                  for p in write_table(t, out_dir / "tables")]
         figure_paths, figure_note = backends_figure(results, out_dir / "figures", table)
@@ -529,5 +512,5 @@ def build(context: Context) -> SectionOutput:
         tables={t.name: t for t in (table, matrix, classes, known)}, figures=figures,
         files=[*paths, *figure_paths, repro], notes=notes,
         views=("backend_metric_counts", "backend_matrix_counts", "backend_not_applicable",
-               "backend_matrix_paths"), runs=runs)
+               "backend_matrix_paths", "backend_matrix_attribution"), runs=runs)
     return finish(output, context)
