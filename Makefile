@@ -209,7 +209,10 @@ backend-locks: $(STAMP)
 backends: backend-envs
 	$(PY) -m fleetprobe reproduce params/backends.yaml --jobs $(or $(JOBS),3) --out $(BACKENDS_OUT)
 
-backends-smoke: backend-envs
+# the environments the smoke starts adapters from (the CrewAI sweep's are left to `backends`)
+SMOKE_ENVS := langgraph langgraph-ckpt-3.1.0 langgraph-ckpt-3.1.1 mem0 crewai
+backends-smoke: $(STAMP)
+	$(PY) -m fleetprobe.backends.envs build $(SMOKE_ENVS)
 	FLEETPROBE_BACKENDS=1 $(PY) -m pytest -q -p no:cacheprovider tests/backends -s
 
 # --- #9: governance matrix ------------------------------------------------------------------
