@@ -54,6 +54,9 @@ help:
 	@echo "make engine          MemClaw's open-source engine on loopback (ENGINE_SRC=checkout|archive,"
 	@echo "                     ENGINE_CMD=up|status|down); docs/engine.md"
 	@echo "make test-engine     the engine tier: starts the engine, runs leakage against it"
+	@echo "make backends        LangGraph, mem0, CrewAI behind the wire adapter, each from its own"
+	@echo "                     locked venv: params/backends.yaml into data/reproductions/ (docs/backends.md)"
+	@echo "make backends-smoke  the adapters' smokes and wire tests (CI)"
 
 # Installs exactly the versions in the lock (with hashes), then the kit itself without deps.
 $(STAMP): pyproject.toml $(LOCK)
@@ -186,23 +189,31 @@ faults: $(STAMP)
 			--set target.profile=$$profile || exit 1; \
 	done
 
-# --- Other memory backends (issue 11): LangGraph store, mem0, CrewAI Memory behind the wire
-# adapter (lib/fleetprobe/backends, docs/backends.md). The `backends` extra is optional and
-# pinned; `backends` runs the paper-scale comparison (params/backends.yaml) then the report,
-# `backends-smoke` each adapter's smoke test (CI).
-BACKENDS_STAMP := $(VENV)/.backends-installed
+# --- Other memory backends (issues 11, 23): LangGraph store, mem0, CrewAI Memory behind the
+# wire adapter (lib/fleetprobe/backends, docs/backends.md). Each backend (and each version set
+# of a sweep) runs from its own venv built from its own lock (lib/fleetprobe/backends/locks/,
+# uv), cached in ~/.cache/fleetprobe/backends/: nothing is installed into .venv.
+# `backends` runs params/backends.yaml into a reproduction directory (promote it like
+# `make reproduce`: make promote R=data/reproductions/<id>); its report goes to $(BACKENDS_OUT),
+# not reports/. `backends-smoke` is each adapter's smoke test (CI). `backend-locks` recompiles
+# the locks from their specs (check the diff).
+BACKENDS_OUT ?= data/reproductions/backends-report
 
-$(BACKENDS_STAMP): $(STAMP) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[dev,backends]'
-	touch $(BACKENDS_STAMP)
+.PHONY: backends backends-smoke backend-envs backend-locks
+backend-envs: $(STAMP)
+	$(PY) -m fleetprobe.backends.envs build
 
-.PHONY: backends backends-smoke
-backends: $(BACKENDS_STAMP)
-	$(PY) -m fleetprobe batch params/backends.yaml --jobs 3
-	$(MAKE) --no-print-directory report
+backend-locks: $(STAMP)
+	$(PY) -m fleetprobe.backends.envs lock
 
-backends-smoke: $(BACKENDS_STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests/backends -s
+backends: backend-envs
+	$(PY) -m fleetprobe reproduce params/backends.yaml --jobs $(or $(JOBS),3) --out $(BACKENDS_OUT)
+
+# the environments the smoke starts adapters from (the CrewAI sweep's are left to `backends`)
+SMOKE_ENVS := langgraph langgraph-ckpt-3.1.0 langgraph-ckpt-3.1.1 mem0 crewai
+backends-smoke: $(STAMP)
+	$(PY) -m fleetprobe.backends.envs build $(SMOKE_ENVS)
+	FLEETPROBE_BACKENDS=1 $(PY) -m pytest -q -p no:cacheprovider tests/backends -s
 
 # --- #9: governance matrix ------------------------------------------------------------------
 # Beyond the paper: its notebook on $(PARAMS)/matrix.yaml for one

@@ -22,7 +22,7 @@ ENVIRONMENT = ROOT / "environment.yml"
 LOCKED_EXTRAS = ("dev",)  # extras in the main lock; others (docker, ...) install on demand
 # optional extras pinned exactly in pyproject.toml itself (not in the lock): environment.yml lists
 # them, commented out, for conda users who want them
-PINNED_EXTRAS = ("backends", "embed", "pg")
+PINNED_EXTRAS = ("embed", "pg")  # backends: own locked venvs (fleetprobe.backends.envs)
 CONDA_NAMES = {"duckdb": "python-duckdb", "docker": "docker-py"}
 
 

@@ -73,6 +73,10 @@ class TargetParams(BaseModel):
     # backend only: which memory system, and which of its stores (langgraph: memory | sqlite)
     backend: Literal["langgraph", "mem0", "crewai"] | None = None
     backend_store: str | None = None
+    # backend only: its locked environment (lib/fleetprobe/backends/locks/<env>.in; default the
+    # backend's own) and how wire scopes map onto its own (idiomatic | strict; docs/backends.md)
+    backend_env: str | None = None
+    backend_deployment: str | None = None
     # engine only: the engine's source (a checkout or .tar.gz); None = FLEETPROBE_ENGINE_SRC
     engine_src: str | None = None
     # reference and engine: the server's rate limits (e.g. "10/second"); for the engine
@@ -202,6 +206,8 @@ class Target:
             **({"backend": self.info.get("backend"),
                 "backend_version": self.info.get("backend_version"),
                 "backend_store": self.info.get("backend_store"),
+                "backend_env": self.info.get("backend_env"),
+                "backend_deployment": self.info.get("backend_deployment"),
                 "outbound_refused": (self.info.get("network") or {}).get("outbound_refused")}
                if self.kind == "backend" else {}),
             **({"storage": self.storage, "background_memories": self.background_memories}
@@ -293,33 +299,47 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
         yield target
 
 
+def backend_server(params: TargetParams) -> Any:
+    """A `BackendServer` (not started) for the target: its adapter in its locked environment,
+    built first if the cache lacks it."""
+    backend = params.backend or _backend_of_profile(params.profile)
+    if backend is None:
+        raise TargetError("target.kind backend needs target.backend: langgraph, mem0 or crewai "
+                          "(e.g. --set target.backend=mem0, or target.profile=backend-mem0)")
+    from fleetprobe.backends.process import BackendServer
+
+    try:
+        return BackendServer(backend, params.backend_store, backend_env=params.backend_env,
+                             deployment=params.backend_deployment)
+    except Exception as exc:  # the locked environment could not be built
+        raise TargetError(f"the {backend} adapter's environment is not available: {exc}"
+                          ) from exc
+
+
 @contextmanager
 def backend_target(params: TargetParams) -> Iterator[Target]:
     backend = params.backend or _backend_of_profile(params.profile)
     if backend is None:
         raise TargetError("target.kind backend needs target.backend: langgraph, mem0 or crewai "
                           "(e.g. --set target.backend=mem0, or target.profile=backend-mem0)")
-    try:
-        from fleetprobe.backends.process import BackendServer
-        from reference_server.launch.process import RunningServer
-    except ImportError as exc:  # pragma: no cover - the package ships with the kit
-        raise TargetError(f"the backend adapters are not importable ({exc})") from exc
+    from reference_server.launch.process import RunningServer
+
     shared = json.loads(os.environ.get(ENV_SHARED_SERVERS) or "{}").get(
         params.model_dump_json())
     if shared:  # an adapter another process started (the smoke tests share one per backend)
         running = RunningServer(shared["base_url"], shared["admin_key"], f"backend-{backend}")
-        yield target_for_server(running, f"backend-{backend}", kind="backend")
+        yield target_for_server(running, f"backend-{backend}", backend_label(params, backend),
+                                kind="backend")
         return
-    server = BackendServer(backend, params.backend_store)
+    server = backend_server(params)
     try:
         server.start()
     except Exception as exc:
         server.close()
-        raise TargetError(
-            f"the {backend} adapter did not start; is the `backends` extra installed "
-            f"(`pip install -e '.[backends]'`, `make backends`)? {exc}") from exc
+        raise TargetError(f"the {backend} adapter did not start: {exc}") from exc
     try:
-        yield target_for_server(server, f"backend-{backend}", kind="backend")
+        yield target_for_server(server, f"backend-{backend}", backend_label(params, backend),
+                                kind="backend")
     finally:
         server.close()
 
@@ -345,6 +365,18 @@ def engine_target(params: TargetParams) -> Iterator[Target]:
             secrets=frozenset({engine.gate_key} if engine.gate_key else ()),
             label_requested=params.label or f"engine {state.version} @ {state.commit[:7]}",
             details={"engine": {**state.manifest(), "shared": engine.shared}})
+
+
+def backend_label(params: TargetParams, backend: str) -> str:
+    """`backend-<name>[<deployment>,<store>,<env>]`, store and environment when not the
+    default, e.g. `backend-langgraph[strict,sqlite,langgraph-ckpt-3.1.0]`: the report keeps each
+    apart, and from the committed runs labelled `backend-<name>` (the mapping before
+    deployments were named)."""
+    if params.label:
+        return params.label
+    parts = [params.backend_deployment or "idiomatic", params.backend_store,
+             params.backend_env if params.backend_env not in (None, backend) else None]
+    return f"backend-{backend}[{','.join(p for p in parts if p)}]"
 
 
 def _backend_of_profile(profile: str | None) -> str | None:

@@ -7,8 +7,8 @@ start-up (CrewAI's about 10 s on an idle 2-core machine), so this pays it once p
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,27 +21,45 @@ from fleetprobe.run import run_experiment
 from fleetprobe.targets import ENV_SHARED_SERVERS, TargetParams
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULE = {"langgraph": "langgraph", "mem0": "mem0", "crewai": "crewai"}
 PACKAGE = {"langgraph": "langgraph", "mem0": "mem0ai", "crewai": "crewai"}
+# `make backends-smoke` sets it: the adapters (each from its own locked environment, built
+# on first use) start only there, so `make test` stays quick and never builds environments
+ENV_RUN = "FLEETPROBE_BACKENDS"
 
 
 def need(backend: str) -> None:
-    if importlib.util.find_spec(MODULE[backend]) is None:
-        pytest.skip(f"{PACKAGE[backend]} is not installed (make backends-smoke)")
+    if os.environ.get(ENV_RUN) != "1":
+        pytest.skip(f"the {backend} adapter runs under make backends-smoke ({ENV_RUN}=1)")
+
+
+def locked_version(backend: str, env: str | None = None) -> str:
+    """The version of the backend's package its environment's lock pins."""
+    from fleetprobe.backends import envs
+
+    name = PACKAGE[backend]
+    for line in envs.lock_file(env or backend).read_text().splitlines():
+        if line.startswith(f"{name}=="):
+            return line.split("==", 1)[1].split()[0]
+    raise AssertionError(f"{name} is not pinned in the {env or backend} lock")
 
 
 @pytest.fixture(scope="session")
-def backend_server() -> Iterator[Callable[[str], BackendServer]]:
-    """`backend_server("crewai")`: the session's adapter of that backend, started on first use."""
-    started: dict[str, BackendServer] = {}
+def backend_server() -> Iterator[Callable[..., BackendServer]]:
+    """`backend_server("crewai")`: the session's adapter of that backend (and deployment,
+    store), started on first use."""
+    started: dict[tuple[str, str | None, str | None, str | None], BackendServer] = {}
 
-    def get(backend: str) -> BackendServer:
+    def get(backend: str, deployment: str | None = None, store: str | None = None,
+            env: str | None = None) -> BackendServer:
         need(backend)
-        if backend not in started:
+        key = (backend, deployment, store, env)
+        if key not in started:
             t0 = time.monotonic()
-            started[backend] = BackendServer(backend).start()
-            print(f"\n{backend} adapter start-up: {time.monotonic() - t0:.1f} s")
-        return started[backend]
+            started[key] = BackendServer(backend, store, deployment=deployment,
+                                         backend_env=env).start()
+            print(f"\n{backend} ({deployment or 'idiomatic'}, {store or 'default store'}, "
+                  f"{env or backend}) adapter start-up: {time.monotonic() - t0:.1f} s")
+        return started[key]
 
     yield get
     for server in started.values():

@@ -1,7 +1,7 @@
 """Each backend adapter on loopback (one per backend for the session, conftest.py): the
 leakage smoke completes with a manifest naming the backend and its version, nothing tried
 the network, and paths without an equivalent answer 501 NOT_SUPPORTED_BY_BACKEND. Skipped
-for a backend whose package is not installed (`make backends-smoke` installs all).
+unless `make backends-smoke` runs them (each adapter from its own locked environment).
 `test_harness_starts_the_adapter` checks that the harness starts and stops one itself."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 
 import httpx
@@ -21,7 +20,7 @@ from fleetprobe.client import NOT_SUPPORTED_CODE
 from fleetprobe.run import run_experiment
 from fleetprobe.runner import load_params
 
-from .conftest import PACKAGE, ROOT, need, run_on
+from .conftest import PACKAGE, ROOT, locked_version, need, run_on
 
 pytestmark = pytest.mark.backends
 Adapter = tuple[str, BackendServer]
@@ -40,7 +39,9 @@ def test_leakage_smoke(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert manifest["complete"] is True, manifest["incomplete_reason"]
     target = manifest["target"]
     assert target["kind"] == "backend" and target["backend"] == backend
-    assert target["backend_version"] == metadata.version(PACKAGE[backend])
+    assert target["backend_version"] == locked_version(backend)
+    assert target["backend_env"]["name"] == backend
+    assert target["backend_env"]["packages"][PACKAGE[backend]] == locked_version(backend)
     assert target["server_profile"] == f"backend-{backend}"
     assert target["outbound_refused"] == 0
     assert manifest["executed"] == manifest["planned"]

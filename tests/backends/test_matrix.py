@@ -27,20 +27,22 @@ pytestmark = pytest.mark.backends
 SMOKE = ["target.kind=backend", "fleets=2", "enumerate_trusts=[1]", "sweeps=false",
          "random_probes=150", "settle_s=0"]
 # Paths none of the three backends has an equivalent for, or whose world the matrix cannot
-# build on them (no entity graph, no bulk attempt ids): never judged.
-NEVER_JUDGED = {"list", "list_fleet", "list_deleted", "contradictions", "patch", "patch_status",
-                "delete", "redistribute", "redistribute_x", "after_redistribute", "bulk_write",
-                "bulk_attempt", "entity_upsert", "entity", "agent_read", "recall"}
+# build on them (no entity graph, no bulk attempt ids): never judged. Listing, PATCH and
+# DELETE are the backends' own since issue 23, so they are judged.
+NEVER_JUDGED = {"contradictions", "patch_status", "redistribute",
+                "redistribute_x", "bulk_write", "bulk_attempt", "entity_upsert", "entity",
+                "agent_read", "recall"}
 # (who, path, owner of the row, visibility) -> verdict, per backend. A t1 agent of fleet-1:
-# - search in its own fleet for a fleet-mate's private row: LangGraph's namespace prefix and
-#   mem0's missing visibility concept return it; CrewAI's private/source pair does not;
+# - search in its own fleet for a fleet-mate's private row (idiomatic deployments): LangGraph's
+#   namespace prefix, mem0's missing visibility concept and CrewAI's crew-level recall (which
+#   reads every agent subscope) return it;
 # - GET by id of a team row of fleet-10: LangGraph reads only under the caller's prefix; mem0's
 #   get(id) and CrewAI's get_record(id) take no identity;
 # - search naming no fleet (its home, fleet-1) for a team row of fleet-10: CrewAI's string
 #   prefix match on scope paths returns it (crewAIInc/crewAI#7543); the others do not.
 CELLS = {
     ("A.f0t1", "search_fleet", "A.f0t2", "scope_agent"):
-        {"langgraph": "gap", "mem0": "gap", "crewai": "ok"},
+        {"langgraph": "gap", "mem0": "gap", "crewai": "gap"},
     ("A.f0t1", "get", "A.f1t1", "scope_team"):
         {"langgraph": "ok", "mem0": "gap", "crewai": "gap"},
     ("A.f0t1", "search", "A.f1t1", "scope_team"):
@@ -86,11 +88,15 @@ def test_matrix_smoke(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPa
         else:
             assert p["not_applicable"] is None, (pid, v, p)
         if v["path"] in NEVER_JUDGED:
-            assert v["verdict"] == "n/a", (pid, v, p)
-    assert not [v for v in verdicts.values() if v["verdict"] == "error"]
+            assert v["verdict"] == "n/a", (pid, v["path"], v["verdict"])
+    # errors only where a hard delete (the backends' own DELETE) took the row out of the
+    # census: the checker cannot judge a probe of a row it never observed (docs/backends.md)
+    assert not [(v["path"], v["what"]) for v in verdicts.values()
+                if v["verdict"] == "error" and v["what"] != "subject not observed"]
     # and the backend does answer the paths it has: reads, searches, writes are judged
     judged = {v["path"] for v in verdicts.values() if v["verdict"] != "n/a"}
-    assert {"get", "search", "search_fleet", "search_fleets", "write"} <= judged
+    assert {"get", "search", "search_fleet", "search_fleets", "write", "list", "patch",
+            "delete"} <= judged
     # a gap is a recorded return of what the policy denies, and nothing else
     for pid, v in verdicts.items():
         if v["verdict"] == "gap":

@@ -900,6 +900,23 @@ SELECT run_id, 'matrix_miss',
        END
 FROM v GROUP BY run_id;
 
+-- Every judged matrix probe with what attribution needs (sections/backends.py classifies
+-- each gap by a rule over these fields): the verdict, the fleets the request named, whether
+-- it returned the row, the row's observed fleet (census) and the prober's home fleet.
+CREATE VIEW backend_matrix_attribution AS
+SELECT v.run_id, v.probe_id, v.path, v.principal, v.visibility, v.expected, v.verdict,
+       coalesce(v.cross_tenant, false) AS cross_tenant, p.fleets, p.returned,
+       c.fleet AS row_fleet, a.home
+FROM events v
+JOIN events p ON p.run_id = v.run_id AND p.phase = 'probe' AND p.probe_id = v.probe_id
+LEFT JOIN (SELECT DISTINCT run_id, row_key, fleet FROM events WHERE phase = 'census_row') c
+       ON c.run_id = v.run_id AND c.row_key = p.row_key
+LEFT JOIN (SELECT DISTINCT run_id, who, home FROM events
+           WHERE phase = 'census_agent' AND step = 'before') a
+       ON a.run_id = v.run_id AND a.who = p.who
+WHERE v.experiment = 'matrix' AND v.phase = 'verdict' AND v.verdict NOT IN ('n/a', 'error')
+ORDER BY v.run_id, v.probe_id;
+
 CREATE VIEW backend_matrix_paths AS
 SELECT run_id, run_profile AS profile, path,
        count(*) FILTER (WHERE verdict NOT IN ('n/a', 'error')) AS judged,

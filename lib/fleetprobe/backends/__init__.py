@@ -1,9 +1,10 @@
 """Other memory systems behind a thin adapter that speaks MemClaw's wire (docs/backends.md).
 
 `python -m fleetprobe.backends --backend langgraph|mem0|crewai` runs one adapter on loopback;
-the harness starts and stops it for `target.kind: backend` (`process.BackendServer`). Each
-adapter runs its backend in process, offline (`netguard`), with the kit's deterministic
-embedder and no LLM, and translates every call into the backend's own scoping API.
+the harness starts and stops it for `target.kind: backend` (`process.BackendServer`), from the
+backend's own locked environment (`envs`). Each adapter runs its backend in process, offline
+(`netguard`), with the kit's deterministic embedder and no LLM, and translates every call
+into the backend's own scoping API under a named deployment (idiomatic or strict).
 """
 
 from __future__ import annotations
@@ -14,18 +15,20 @@ from typing import Any
 BACKENDS = ("langgraph", "mem0", "crewai")
 
 
-def make_backend(name: str, data_dir: Path, store: str | None = None) -> Any:
-    """Import lazily: each backend is an optional dependency (the `backends` extra)."""
+def make_backend(name: str, data_dir: Path, store: str | None = None,
+                 deployment: str | None = None) -> Any:
+    """Import lazily: each backend's libraries live only in its own locked environment
+    (`envs`), which the adapter process runs from."""
     if name == "langgraph":
         from .langgraph_store import LangGraphBackend
 
-        return LangGraphBackend(data_dir, store or "memory")
+        return LangGraphBackend(data_dir, store, deployment)
     if name == "mem0":
         from .mem0_backend import Mem0Backend
 
-        return Mem0Backend(data_dir, store)
+        return Mem0Backend(data_dir, store, deployment)
     if name == "crewai":
         from .crewai_memory import CrewAIBackend
 
-        return CrewAIBackend(data_dir, store)
+        return CrewAIBackend(data_dir, store, deployment)
     raise ValueError(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")

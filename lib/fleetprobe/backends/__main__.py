@@ -32,7 +32,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 description="a memory backend behind MemClaw's wire")
     p.add_argument("--backend", required=True, choices=BACKENDS)
     p.add_argument("--store", default=None,
-                   help="langgraph: memory (InMemoryStore, default) or sqlite (SqliteStore)")
+                   help="langgraph: memory (default), sqlite or postgres; mem0: qdrant; "
+                        "crewai: lancedb")
+    p.add_argument("--deployment", default=None,
+                   help="how wire scopes map onto the backend's own (docs/backends.md): "
+                        "idiomatic (default) or strict")
+    p.add_argument("--env-name", default=None,
+                   help="the locked environment this process runs in (locks/<name>.lock)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--data-dir", type=Path, required=True,
@@ -61,8 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     from reference_server.storage import SqliteStorage
 
     storage = SqliteStorage(data_dir / "adapter-keys.db", HashingEmbedder().dim)
-    state = AdapterState(make_backend(args.backend, data_dir, args.store), storage,
-                         KeyRegistry(storage, admin_key), asyncio.Lock())
+    backend = make_backend(args.backend, data_dir, args.store, args.deployment)
+    state = AdapterState(backend, storage,
+                         KeyRegistry(storage, admin_key), asyncio.Lock(),
+                         env_name=args.env_name)
     uvicorn.run(create_app(state), host=args.host, port=args.port,
                 log_level=args.log_level, access_log=False)
     return 0

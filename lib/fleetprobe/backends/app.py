@@ -11,7 +11,9 @@ scoping fields. Every MemClaw path the backend has no equivalent for answers 501
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import platform
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ from importlib import metadata
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from fleetprobe.client import NOT_SUPPORTED_CODE
 from reference_server.api.routes_admin import new_tenant
@@ -33,6 +35,7 @@ from reference_server.wire.errors import (
 )
 from reference_server.wire.schemas import (
     MemoryCreate,
+    MemoryUpdate,
     ProvisionRequest,
     SearchRequest,
     TenantCreate,
@@ -40,9 +43,15 @@ from reference_server.wire.schemas import (
 from reference_server.wire.serialize import memory_detail, memory_out
 
 from . import netguard
-from .base import Backend, Identity, NotSupported, SearchScope, StoredMemory
+from .base import Backend, Change, Identity, NotSupported, SearchScope, StoredMemory
 
 log = logging.getLogger("fleetprobe.backends")
+# the packages whose versions a manifest names (those present in the environment)
+ENV_PACKAGES = (
+    "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite",
+    "langgraph-checkpoint-postgres", "langchain-core", "langchain", "sqlite-vec", "psycopg",
+    "mem0ai", "qdrant-client", "crewai", "lancedb", "pydantic", "fastapi", "uvicorn",
+)
 
 
 @dataclass
@@ -51,6 +60,7 @@ class AdapterState:
     storage: SqliteStorage  # tenants, keys, agents only
     keys: KeyRegistry
     lock: asyncio.Lock  # backends are called one at a time, off the event loop
+    env_name: str | None = None  # the locked environment this process runs in
 
     def identity(self, caller: Caller) -> Identity:
         if caller.tenant_id is None:
@@ -64,7 +74,11 @@ class AdapterState:
 
     async def call(self, fn: Any, *args: Any) -> Any:
         async with self.lock:
-            return await asyncio.to_thread(fn, *args)
+            try:
+                return await asyncio.to_thread(fn, *args)
+            except ValueError as exc:  # the backend refused this input (Refused, its own
+                # validation): 422 in the envelope, nothing written
+                raise ApiError(422, f"{self.backend.name} refused the request: {exc}") from exc
 
 
 def backend_version(backend: Backend) -> str | None:
@@ -72,6 +86,23 @@ def backend_version(backend: Backend) -> str | None:
         return metadata.version(backend.package)
     except metadata.PackageNotFoundError:
         return None
+
+
+def environment(env_name: str | None) -> dict[str, Any]:
+    """Which locked environment serves: its name, its lock's sha256 and the versions of the
+    backend's packages as installed here (the manifest records them)."""
+    from . import envs
+
+    lock = envs.LOCKS / f"{env_name}.lock"
+    digest = hashlib.sha256(lock.read_bytes()).hexdigest() if lock.exists() else None
+    versions = {}
+    for name in ENV_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return {"name": env_name, "lock_sha256": digest, "python": platform.python_version(),
+            "packages": versions}
 
 
 def _kit_version() -> str | None:
@@ -108,7 +139,9 @@ async def version(state: StateDep) -> dict:
     return {"version": _kit_version(), "engine": "fleetprobe-backend-adapter",
             "profile": f"backend-{b.name}", "backend": b.name,
             "backend_package": b.package, "backend_version": backend_version(b),
-            "backend_store": b.store, "latency_simulated": False,
+            "backend_store": b.store, "backend_deployment": b.deployment,
+            "latency_simulated": False,
+            "backend_env": environment(state.env_name),
             "network": netguard.report()}
 
 
@@ -153,6 +186,7 @@ async def write(body: MemoryCreate, caller: CallerDep, state: StateDep) -> Any:
     if body.status not in (None, "active"):
         return not_supported(state.backend.name, "POST /memories with a status",
                              "no status lifecycle: every memory the backend stores is live")
+    _named_fleets(body.fleet_id)
     agent_id = who.agent_id or body.agent_id  # an agent key writes as itself
     # as on MemClaw: the body's fleet, else the writing agent's home fleet (for a tenant key
     # writing as a provisioned agent, that agent's; an unknown agent has none)
@@ -190,9 +224,8 @@ async def get_memory(memory_id: str, caller: CallerDep, state: StateDep,
 async def search(body: SearchRequest, caller: CallerDep, state: StateDep) -> Any:
     caller.enforce_readable_tenant(body.tenant_id)
     who = state.identity(caller)
-    fleets = (tuple(body.fleet_ids) if body.fleet_ids is not None
-              else (who.fleet_id,) if who.fleet_id else None)
-    scope = SearchScope(fleets, body.filter_agent_id)
+    scope = _scope(who, tuple(body.fleet_ids) if body.fleet_ids is not None else None,
+                   body.filter_agent_id)
     try:
         found = await state.call(state.backend.search, who, body.query, scope, body.top_k)
     except NotSupported as exc:
@@ -201,12 +234,89 @@ async def search(body: SearchRequest, caller: CallerDep, state: StateDep) -> Any
             "total": len(found)}
 
 
+def _named_fleets(*fleet_ids: str | None) -> None:
+    """An empty fleet id names no fleet: every backend here would file or read it as a path
+    or namespace prefix of all fleets, so it is bad input (422), never written."""
+    if any(f == "" for f in fleet_ids):
+        raise ApiError(422, "fleet_id must not be empty")
+
+
+def _scope(who: Identity, fleet_ids: tuple[str, ...] | None, author: str | None
+           ) -> SearchScope:
+    """The request's fleets, else the caller's home fleet (agent key), else tenant-wide."""
+    _named_fleets(*(fleet_ids or ()))
+    fleets = fleet_ids if fleet_ids is not None else (who.fleet_id,) if who.fleet_id else None
+    return SearchScope(fleets, author)
+
+
+# PATCH fields no backend here has (no status lifecycle, no re-scoping by patch, no entities)
+_PATCH_UNSUPPORTED = ("memory_type", "title", "status", "visibility", "metadata_mode",
+                      "source_uri", "subject_entity_id", "predicate", "object_value",
+                      "ts_valid_start", "ts_valid_end")
+
+
+@router.patch("/memories/{memory_id}")
+async def patch_memory(memory_id: str, body: MemoryUpdate, caller: CallerDep,
+                       state: StateDep, tenant_id: str | None = None) -> Any:
+    """The backend's own update, with whatever identity its update takes (docs/backends.md)."""
+    if tenant_id is not None:
+        caller.enforce_readable_tenant(tenant_id)
+    sent = body.model_dump(exclude_unset=True)
+    other = sorted(k for k in sent if k in _PATCH_UNSUPPORTED)
+    if other:
+        return not_supported(state.backend.name, "PATCH /memories/{id}",
+                             f"no equivalent of {', '.join(other)} in the backend's update")
+    change = Change(body.content, body.weight, body.metadata)
+    try:
+        found = await state.call(state.backend.update, state.identity(caller), memory_id,
+                                 change)
+    except NotSupported as exc:
+        return not_supported(state.backend.name, "PATCH /memories/{id}", str(exc))
+    if found is None:
+        raise ApiError(404, "Memory not found")
+    return memory_out(found.row())
+
+
+@router.delete("/memories/{memory_id}", status_code=204, response_model=None)
+async def delete_memory(memory_id: str, caller: CallerDep, state: StateDep,
+                        tenant_id: str | None = None) -> Response:
+    """The backend's own delete (a hard delete on all three: nothing deleted is kept)."""
+    if tenant_id is not None:
+        caller.enforce_readable_tenant(tenant_id)
+    try:
+        gone = await state.call(state.backend.delete, state.identity(caller), memory_id)
+    except NotSupported as exc:
+        return not_supported(state.backend.name, "DELETE /memories/{id}", str(exc))
+    if not gone:
+        raise ApiError(404, "Memory not found")
+    return Response(status_code=204)
+
+
+@router.get("/memories")
+async def list_memories(caller: CallerDep, state: StateDep, tenant_id: str | None = None,
+                        agent_id: str | None = None, fleet_id: str | None = None,
+                        limit: int = 50, include_deleted: bool = False) -> Any:
+    """The backend's own listing (LangGraph search without a query, mem0 get_all, CrewAI
+    list_records) over the same scope a search names."""
+    if tenant_id is not None:
+        caller.enforce_readable_tenant(tenant_id)
+    if include_deleted:
+        return not_supported(state.backend.name, "GET /memories?include_deleted",
+                             "deletes are hard: nothing deleted is kept to list")
+    if not 1 <= limit <= 1000:
+        raise ApiError(422, "limit must be between 1 and 1000")
+    who = state.identity(caller)
+    scope = _scope(who, (fleet_id,) if fleet_id is not None else None, agent_id)
+    try:
+        found = await state.call(state.backend.list, who, scope, limit)
+    except NotSupported as exc:
+        return not_supported(state.backend.name, "GET /memories", str(exc))
+    return {"items": [memory_out(m.row()) for m in found], "total": len(found)}
+
+
 # MemClaw paths none of the three backends has an equivalent for (docs/backends.md).
 UNSUPPORTED: tuple[tuple[str, str, str], ...] = (
-    ("GET", "/memories", "listing a tenant's memories with MemClaw's filters"),
     ("POST", "/memories/bulk", "MemClaw's bulk write with per-item admission"),
-    ("PATCH", "/memories/{memory_id}", "MemClaw's governed update"),
-    ("DELETE", "/memories/{memory_id}", "MemClaw's soft delete"),
     ("PATCH", "/memories/{memory_id}/status", "no status lifecycle"),
     ("POST", "/recall", "MemClaw's second search endpoint; the backend's search is "
      "measured through POST /search"),

@@ -19,6 +19,23 @@ class NotSupported(Exception):
     """This backend has no equivalent of the request; the message says why."""
 
 
+class Refused(ValueError):
+    """The backend refused the request's input (e.g. a name it cannot hold): a 422 in
+    MemClaw's envelope with the backend's reason, never a 500 or a partial write."""
+
+
+def segment(value: str, reserved: str) -> str:
+    """`value` as one segment of a backend's path or namespace: each character the backend
+    reads as structure (`reserved`, e.g. `.` for LangGraph, `/` for CrewAI) and the escape
+    `~` itself become `~XX`, so a fleet id never splits or nests and distinct ids stay
+    distinct. Everything else passes as sent, so the backend's own matching (LIKE wildcards
+    `%` and `_` included) is what is measured."""
+    out = []
+    for ch in value:
+        out.append(f"~{ord(ch):02X}" if ch in reserved or ch == "~" else ch)
+    return "".join(out)
+
+
 @dataclass(frozen=True)
 class Identity:
     """Who a request speaks as, from its key: a tenant key (no agent) or an agent key (agent,
@@ -87,10 +104,33 @@ class SearchScope:
     author: str | None
 
 
+@dataclass(frozen=True)
+class Change:
+    """What a `PATCH /memories/{id}` asks for that a backend can express: new content, a new
+    weight (CrewAI's `importance`; kept beside the text elsewhere), new caller metadata."""
+
+    content: str | None = None
+    weight: float | None = None
+    metadata: dict[str, Any] | None = None
+
+
+DEPLOYMENTS = ("idiomatic", "strict")
+
+
+def deployment_of(value: str | None) -> str:
+    """`idiomatic` (the layout the backend's own docs and framework use) unless `strict` (the
+    strictest scoping its native API can express); docs/backends.md shows each mapping."""
+    name = value or "idiomatic"
+    if name not in DEPLOYMENTS:
+        raise ValueError(f"deployment {name!r}: use {' or '.join(DEPLOYMENTS)}")
+    return name
+
+
 class Backend(Protocol):
     name: str  # langgraph / mem0 / crewai
     package: str  # the distribution whose version is measured
     store: str  # which store of the backend (e.g. InMemoryStore)
+    deployment: str  # idiomatic / strict
 
     def write(self, memory: StoredMemory) -> StoredMemory: ...
 
@@ -98,5 +138,12 @@ class Backend(Protocol):
 
     def search(self, caller: Identity, query: str, scope: SearchScope,
                top_k: int) -> list[StoredMemory]: ...
+
+    def update(self, caller: Identity, memory_id: str, change: Change
+               ) -> StoredMemory | None: ...
+
+    def delete(self, caller: Identity, memory_id: str) -> bool: ...
+
+    def list(self, caller: Identity, scope: SearchScope, limit: int) -> list[StoredMemory]: ...
 
     def close(self) -> None: ...

@@ -1,28 +1,43 @@
 """CrewAI's unified `Memory` (LanceDB on disk, no LLM): hierarchical scope paths, plus the
 `private` / `source` pair for records only their source may recall.
 
-Mapping (docs/backends.md): a row is remembered at scope
-    /<tenant>/fleet/<fleet_id>                   (fleet-scoped, or /<tenant> with no fleet)
-with `source` = the writing agent and `private=True` when agent-scoped (`scope_agent`):
-CrewAI's own "only visible to recall from the same source". scope, categories and importance
-are always passed and `consolidation_threshold` is 1.0 (CrewAI's documented "disable"), so
-remember() calls no LLM (should a stored neighbour ever score 1.0, CrewAI would ask the LLM
-to consolidate: the adapter's LLM refuses and that write answers "not supported"); recall uses
-`depth="shallow"` (one vector search, no LLM). A search recalls under the scope of each
-requested fleet (request `fleet_ids`, else the caller's home fleet, else the
-tenant root) with `source` = the caller's agent (none for a tenant key). CrewAI matches
-a scope as a string prefix (`scope LIKE '<prefix>%'`). `filter_agent_id` has no equivalent
-in recall (source only unlocks private records) and answers "not supported". CrewAI's
-Memory has no read by id; its storage backend's `get_record(id)` (the documented storage
-protocol Memory is built on) takes an id only, and is what GET by id uses.
+Deployments (docs/backends.md):
+- `idiomatic`: what `Crew(memory=True)` does. A crew's memory is rooted at `/crew/<name>` and
+  each agent's saves land under `.../agent/<role>`; crew-level recall reads every subscope.
+  A fleet is a crew: rows at `/<tenant>/crew/<F>` (fleet-scoped) and
+  `/<tenant>/crew/<F>/agent/<A>` (agent-scoped), `/<tenant>` without a fleet (an agent-scoped
+  row without a fleet at `/<tenant>/agent/<A>`). No record is private; one LanceDB table
+  holds every tenant. A recall reads the requested crews' scopes (else the caller's home crew).
+- `strict`: one LanceDB directory per tenant; rows at `/<tenant>/fleet/<F>` with
+  `source` = the writer and `private=True` when agent-scoped (CrewAI's "only visible to
+  recall from the same source"); a recall passes `source` = the caller's agent.
+Either way `scope`, `categories` and `importance` are always passed and
+`consolidation_threshold` is 1.0 (CrewAI's documented "disable"), so remember() calls no LLM
+(should a stored neighbour ever score 1.0, CrewAI would ask the LLM to consolidate: the
+adapter's LLM refuses and that write answers "not supported"); recall uses `depth="shallow"`.
+CrewAI matches a scope as a string prefix (`scope LIKE '<prefix>%'`, crewAIInc/crewAI#7543).
+A fleet or agent id is one path segment (`/` escaped), so an id never nests under another.
+GET by id is the storage's `get_record(id)`, PATCH `Memory.update(record_id, ...)`, DELETE
+`Memory.forget(record_ids=[id])`, the listing `Memory.list_records(scope)`: each takes no
+identity. `filter_agent_id` has no equivalent in recall and answers "not supported"; in a
+listing it keeps the records whose `source` is that agent (the listing has no filter at all).
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
-from .base import Identity, NotSupported, SearchScope, StoredMemory
+from .base import (
+    Change,
+    Identity,
+    NotSupported,
+    SearchScope,
+    StoredMemory,
+    deployment_of,
+    segment,
+)
 from .embedder import LLMCalled, embed_texts
 
 
@@ -38,8 +53,18 @@ class _NoLLM:
         raise LLMCalled(f"fleetprobe's CrewAI adapter runs with no LLM (asked for {name})")
 
 
-def scope_for(tenant_id: str, fleet_id: str | None) -> str:
-    return f"/{tenant_id}/fleet/{fleet_id}" if fleet_id else f"/{tenant_id}"
+def _seg(value: str) -> str:
+    return segment(value, "/")
+
+
+def scope_for(tenant_id: str, fleet_id: str | None, agent_id: str | None = None,
+              idiomatic: bool = False) -> str:
+    """The row's scope path (agent_id: an agent-scoped row, in the idiomatic layout only)."""
+    base = f"/{_seg(tenant_id)}"
+    if not idiomatic:
+        return f"{base}/fleet/{_seg(fleet_id)}" if fleet_id else base
+    crew = f"{base}/crew/{_seg(fleet_id)}" if fleet_id else base
+    return f"{crew}/agent/{_seg(agent_id)}" if agent_id else crew
 
 
 class CrewAIBackend:
@@ -47,24 +72,40 @@ class CrewAIBackend:
     package = "crewai"
     store = "Memory(LanceDBStorage, on disk)"
 
-    def __init__(self, data_dir: Path, store: str | None = None) -> None:
-        from crewai import Memory
-        from crewai.memory.storage.lancedb_storage import LanceDBStorage
-
+    def __init__(self, data_dir: Path, store: str | None = None,
+                 deployment: str | None = None) -> None:
         if store not in (None, "lancedb"):
             raise ValueError(f"crewai store {store!r}: only LanceDB is measured")
-        self._storage = LanceDBStorage(path=str(data_dir / "lancedb"))
-        self._memory = Memory(storage=self._storage, embedder=embed_texts, llm=_NoLLM(),
-                              consolidation_threshold=1.0)
+        self.deployment = deployment_of(deployment)
+        self.idiomatic = self.deployment == "idiomatic"
+        self._dir = data_dir
+        self._memories: dict[str, tuple[Any, Any]] = {}
+
+    def _open(self, tenant_id: str) -> tuple[Any, Any]:
+        """(Memory, LanceDBStorage): one shared (idiomatic), one per tenant (strict)."""
+        key = "" if self.idiomatic else tenant_id
+        if key not in self._memories:
+            from crewai import Memory
+            from crewai.memory.storage.lancedb_storage import LanceDBStorage
+
+            name = "shared" if not key else "t" + hashlib.sha256(key.encode()).hexdigest()[:16]
+            storage = LanceDBStorage(path=str(self._dir / f"lancedb-{name}"))
+            memory = Memory(storage=storage, embedder=embed_texts, llm=_NoLLM(),
+                            consolidation_threshold=1.0)
+            self._memories[key] = (memory, storage)
+        return self._memories[key]
 
     def write(self, memory: StoredMemory) -> StoredMemory:
-        private = memory.visibility == "scope_agent"
+        agent_scoped = memory.visibility == "scope_agent"
+        owner = memory.agent_id if agent_scoped and self.idiomatic else None
+        mem, _ = self._open(memory.tenant_id)
         try:
-            record = self._memory.remember(
-                memory.content, scope=scope_for(memory.tenant_id, memory.fleet_id),
+            record = mem.remember(
+                memory.content,
+                scope=scope_for(memory.tenant_id, memory.fleet_id, owner, self.idiomatic),
                 categories=[memory.memory_type], importance=0.5,
                 metadata={"wire": memory.payload() | {"content": None}},
-                source=memory.agent_id, private=private)
+                source=memory.agent_id, private=agent_scoped and not self.idiomatic)
         except LLMCalled as exc:
             raise NotSupported("CrewAI asked its LLM to consolidate this write with a stored "
                                "record (similarity 1.0 reaches the 1.0 threshold); the "
@@ -75,22 +116,55 @@ class CrewAIBackend:
         return memory
 
     def get(self, caller: Identity, memory_id: str) -> StoredMemory | None:
-        record = self._storage.get_record(memory_id)
+        record = self._open(caller.tenant_id)[1].get_record(memory_id)
         return self._to_wire(record) if record is not None else None
+
+    def _scopes(self, caller: Identity, scope: SearchScope) -> list[str]:
+        if scope.fleet_ids is not None and not scope.fleet_ids:
+            raise NotSupported("an empty fleet_ids list names no scope to recall from")
+        if scope.fleet_ids:
+            return [scope_for(caller.tenant_id, f, idiomatic=self.idiomatic)
+                    for f in scope.fleet_ids]
+        if self.idiomatic and caller.agent_id and not caller.fleet_id:
+            return [scope_for(caller.tenant_id, None, caller.agent_id, idiomatic=True)]
+        return [scope_for(caller.tenant_id, caller.fleet_id, idiomatic=self.idiomatic)]
 
     def search(self, caller: Identity, query: str, scope: SearchScope,
                top_k: int) -> list[StoredMemory]:
         if scope.author:
             raise NotSupported("CrewAI's recall has no author filter (filter_agent_id): "
                                "`source` only unlocks private records")
-        if scope.fleet_ids is not None and not scope.fleet_ids:
-            raise NotSupported("an empty fleet_ids list names no scope to recall from")
-        scopes = ([scope_for(caller.tenant_id, f) for f in scope.fleet_ids]
-                  if scope.fleet_ids else [scope_for(caller.tenant_id, caller.fleet_id)])
-        matches = [m for s in scopes for m in self._memory.recall(
+        mem, _ = self._open(caller.tenant_id)
+        matches = [m for s in self._scopes(caller, scope) for m in mem.recall(
             query, scope=s, limit=top_k, depth="shallow", source=caller.agent_id)]
         matches.sort(key=lambda m: m.score, reverse=True)
         return [self._to_wire(m.record, m.score) for m in matches[:top_k]]
+
+    def list(self, caller: Identity, scope: SearchScope, limit: int) -> list[StoredMemory]:
+        mem, _ = self._open(caller.tenant_id)
+        records = [r for s in self._scopes(caller, scope)
+                   for r in mem.list_records(scope=s, limit=limit)]
+        if scope.author:
+            records = [r for r in records if r.source == scope.author]
+        return [self._to_wire(r) for r in records[:limit]]
+
+    def update(self, caller: Identity, memory_id: str, change: Change
+               ) -> StoredMemory | None:
+        mem, storage = self._open(caller.tenant_id)
+        record = storage.get_record(memory_id)
+        if record is None:
+            return None
+        metadata = None
+        if change.metadata is not None:
+            meta = dict(record.metadata or {})
+            meta["wire"] = {**(meta.get("wire") or {}), "metadata": change.metadata}
+            metadata = meta
+        updated = mem.update(memory_id, content=change.content, metadata=metadata,
+                             importance=change.weight)
+        return self._to_wire(updated)
+
+    def delete(self, caller: Identity, memory_id: str) -> bool:
+        return self._open(caller.tenant_id)[0].forget(record_ids=[memory_id]) > 0
 
     def _to_wire(self, record: Any, score: float | None = None) -> StoredMemory:
         meta = dict(record.metadata or {})
@@ -102,4 +176,5 @@ class CrewAIBackend:
         return memory
 
     def close(self) -> None:
-        self._memory.close()
+        for memory, _ in self._memories.values():
+            memory.close()

@@ -2,26 +2,33 @@
 metadata filters are the scoping mechanism.
 
 Mapping (docs/backends.md): `user_id` = the tenant (mem0's top-level owner of memories),
-`agent_id` = the writing agent, `run_id` = the wire's `run_id` when sent; the fleet and the
-visibility go into `metadata` (mem0 has no group or visibility concept), beside the wire's
-own metadata. A search passes `filters={"user_id": tenant, "fleet_id": {"in": fleets}}` when
-a fleet scope is named (request `fleet_ids`, else the caller's home fleet) and adds
-`agent_id` only for the wire's `filter_agent_id` author filter: mem0's read API takes the
-entity filters a caller chooses, never the reader's identity. GET by id is `Memory.get(id)`,
-which takes no identity at all.
+`agent_id` = the writing agent, `run_id` = the wire's `run_id` when sent, as mem0's
+multi-agent docs partition memories. mem0 has no group or visibility concept, so the fleet and
+the visibility are top-level metadata keys the filters can name; the wire's own metadata is
+kept beside them under `wire`, so a caller's metadata can never override a row's scope.
+
+Deployments:
+- `idiomatic`: one collection for every tenant; a search filters `user_id` and, when a fleet
+  scope is named, `fleet_id in [...]`; `agent_id` only for the wire's author filter.
+- `strict`: one collection (and Qdrant directory) per tenant, and an agent's search adds
+  mem0's `OR` filter "not agent-scoped, or written by me": the strictest scoping mem0's
+  filter language expresses.
+GET, PATCH and DELETE by id are `Memory.get` / `update` / `delete`, which take an id and no
+identity (in `strict`, within the caller's tenant's collection).
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
-from .base import Identity, NotSupported, SearchScope, StoredMemory
+from .base import Change, Identity, NotSupported, SearchScope, StoredMemory, deployment_of
 from .embedder import DIM
 from .langchain_shims import KitEmbeddings, NoLLM
 
-# Wire fields kept in mem0's metadata (mem0 promotes user_id/agent_id/run_id itself).
-_META_FIELDS = ("id", "fleet_id", "visibility", "memory_type", "source_uri", "created_at")
+# Wire fields kept under metadata["wire"] (mem0 promotes user_id/agent_id/run_id itself).
+_WIRE_FIELDS = ("id", "memory_type", "source_uri", "created_at")
 
 
 class Mem0Backend:
@@ -29,27 +36,41 @@ class Mem0Backend:
     package = "mem0ai"
     store = "Memory(qdrant local, on disk)"
 
-    def __init__(self, data_dir: Path, store: str | None = None) -> None:
-        from mem0 import Memory
-
+    def __init__(self, data_dir: Path, store: str | None = None,
+                 deployment: str | None = None) -> None:
         if store not in (None, "qdrant"):
             raise ValueError(f"mem0 store {store!r}: only the local qdrant store is measured")
-        self._memory = Memory.from_config({
+        self.deployment = deployment_of(deployment)
+        self.strict = self.deployment == "strict"
+        self._dir = data_dir
+        self._memories: dict[str, Any] = {}
+
+    def _memory(self, tenant_id: str) -> Any:
+        key = tenant_id if self.strict else ""
+        if key not in self._memories:
+            self._memories[key] = self._open(key)
+        return self._memories[key]
+
+    def _open(self, key: str) -> Any:
+        from mem0 import Memory
+
+        name = "fleetprobe" if not key else "t" + hashlib.sha256(key.encode()).hexdigest()[:16]
+        return Memory.from_config({
             "vector_store": {"provider": "qdrant", "config": {
-                "path": str(data_dir / "qdrant"), "on_disk": True,
-                "embedding_model_dims": DIM, "collection_name": "fleetprobe"}},
+                "path": str(self._dir / f"qdrant-{name}"), "on_disk": True,
+                "embedding_model_dims": DIM, "collection_name": name}},
             "embedder": {"provider": "langchain", "config": {"model": KitEmbeddings()}},
             "llm": {"provider": "langchain", "config": {"model": NoLLM()}},
-            "history_db_path": str(data_dir / "mem0-history.db"),
+            "history_db_path": str(self._dir / f"mem0-history-{name}.db"),
         })
 
     def write(self, memory: StoredMemory) -> StoredMemory:
-        meta = {"wire": {k: v for k, v in memory.payload().items() if k in _META_FIELDS},
-                "fleet_id": memory.fleet_id, "visibility": memory.visibility,
-                **(memory.metadata or {})}
-        result = self._memory.add(memory.content, user_id=memory.tenant_id,
-                                  agent_id=memory.agent_id or None,
-                                  run_id=memory.run_id or None, metadata=meta, infer=False)
+        wire = {k: v for k, v in memory.payload().items() if k in _WIRE_FIELDS}
+        meta = {"wire": {**wire, "metadata": memory.metadata or {}},
+                "fleet_id": memory.fleet_id, "visibility": memory.visibility}
+        result = self._memory(memory.tenant_id).add(
+            memory.content, user_id=memory.tenant_id, agent_id=memory.agent_id or None,
+            run_id=memory.run_id or None, metadata=meta, infer=False)
         added = [r for r in result.get("results", []) if r.get("event") == "ADD"]
         if not added:
             raise NotSupported("mem0 stored nothing for this write")
@@ -57,11 +78,10 @@ class Mem0Backend:
         return memory
 
     def get(self, caller: Identity, memory_id: str) -> StoredMemory | None:
-        item = self._memory.get(memory_id)
+        item = self._memory(caller.tenant_id).get(memory_id)
         return self._to_wire(item) if item else None
 
-    def search(self, caller: Identity, query: str, scope: SearchScope,
-               top_k: int) -> list[StoredMemory]:
+    def _filters(self, caller: Identity, scope: SearchScope) -> dict[str, Any]:
         filters: dict[str, Any] = {"user_id": caller.tenant_id}
         if scope.fleet_ids is not None:
             if not scope.fleet_ids:
@@ -69,23 +89,60 @@ class Mem0Backend:
             filters["fleet_id"] = {"in": list(scope.fleet_ids)}
         if scope.author:
             filters["agent_id"] = scope.author
-        found = self._memory.search(query, filters=filters, top_k=top_k)
+        if self.strict and caller.agent_id:
+            filters["OR"] = [{"visibility": {"ne": "scope_agent"}},
+                             {"agent_id": caller.agent_id}]
+        return filters
+
+    def search(self, caller: Identity, query: str, scope: SearchScope,
+               top_k: int) -> list[StoredMemory]:
+        found = self._memory(caller.tenant_id).search(
+            query, filters=self._filters(caller, scope), top_k=top_k)
         return [self._to_wire(item) for item in found.get("results", [])]
+
+    def list(self, caller: Identity, scope: SearchScope, limit: int) -> list[StoredMemory]:
+        found = self._memory(caller.tenant_id).get_all(
+            filters=self._filters(caller, scope), top_k=limit)
+        return [self._to_wire(item) for item in found.get("results", [])]
+
+    def update(self, caller: Identity, memory_id: str, change: Change
+               ) -> StoredMemory | None:
+        memory = self._memory(caller.tenant_id)
+        item = memory.get(memory_id)
+        if not item:
+            return None
+        meta = dict(item.get("metadata") or {})
+        wire = dict(meta.get("wire") or {})
+        if change.weight is not None:
+            wire["weight"] = change.weight
+        if change.metadata is not None:
+            wire["metadata"] = change.metadata
+        meta["wire"] = wire
+        memory.update(memory_id, text=change.content, metadata=meta)
+        return self.get(caller, memory_id)
+
+    def delete(self, caller: Identity, memory_id: str) -> bool:
+        memory = self._memory(caller.tenant_id)
+        if not memory.get(memory_id):
+            return False
+        memory.delete(memory_id)
+        return True
 
     def _to_wire(self, item: dict[str, Any]) -> StoredMemory:
         meta = dict(item.get("metadata") or {})
-        wire = meta.pop("wire", {}) or {}
-        fleet_id = meta.pop("fleet_id", wire.get("fleet_id"))
-        visibility = meta.pop("visibility", wire.get("visibility")) or "scope_team"
+        wire = meta.get("wire") or {}
         return StoredMemory(
             id=str(item["id"]), tenant_id=item.get("user_id") or "", content=item["memory"],
-            agent_id=item.get("agent_id"), fleet_id=fleet_id, visibility=visibility,
-            metadata=meta, memory_type=wire.get("memory_type") or "fact",
+            agent_id=item.get("agent_id"), fleet_id=meta.get("fleet_id"),
+            visibility=meta.get("visibility") or "scope_team",
+            metadata=dict(wire.get("metadata") or {}),
+            memory_type=wire.get("memory_type") or "fact",
             source_uri=wire.get("source_uri"), run_id=item.get("run_id"),
             created_at=item.get("created_at") or wire.get("created_at") or "",
             similarity=item.get("score"))
 
     def close(self) -> None:
-        close = getattr(getattr(self._memory, "vector_store", None), "client", None)
-        if close is not None and hasattr(close, "close"):
-            close.close()
+        for memory in self._memories.values():
+            client = getattr(getattr(memory, "vector_store", None), "client", None)
+            if client is not None and hasattr(client, "close"):
+                client.close()

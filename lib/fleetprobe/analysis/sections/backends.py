@@ -316,6 +316,147 @@ def matrix_paths_table(results: Results) -> Table:
                  "the bundled profiles params/reference/matrix.yaml: compare rates, not counts.")
 
 
+# ---- attribution: each backend gap of the matrix classified by a rule over its trace
+
+BY_ID_PATHS = ("get", "patch", "patch_content", "delete")
+READ_PREFIXES = ("search", "list", "recall")
+GAP_CLASSES = (
+    "cross-tenant: another tenant's row",
+    "by id: read or change without the caller's scope",
+    "prefix sibling: the row's fleet extends a fleet the request named",
+    "agent-scoped row in a fleet the request named",
+    "fleet named by the request (no trust ladder)",
+    "default tenant-wide scope (no fleet named, tenant key or singular field)",
+    "agent-scoped row in the caller's default scope",
+    "default scope",
+    "read outside the fleets the request named",
+    "write into a fleet the request named (no write gate)",
+    "read after a redistribute the backend does not have (the row never moved)",
+    "other",
+)
+
+
+def prefix_sibling(fleets: str | None, row_fleet: str | None, home: str | None = None
+                   ) -> bool:
+    """The row's fleet is not one the request named (else the caller's home fleet, its
+    default scope) but extends one as a string (`fleet-10` for `fleet-1`): what a prefix
+    match across a boundary returns."""
+    named = [f for f in (fleets or "").split(",") if f] or ([home] if home else [])
+    return bool(row_fleet) and row_fleet not in named \
+        and any(row_fleet.startswith(f) for f in named)
+
+
+def classify_gap(path: str, fleets: str | None, row_fleet: str | None, visibility: str | None,
+                 cross_tenant: bool, principal: str | None, home: str | None = None) -> str:
+    """One class per gap, the first rule that holds (so the classes sum to the gap count):
+    what the request named, the row's observed fleet and visibility, who asked and its home
+    fleet (the census's)."""
+    named = [f for f in (fleets or "").split(",") if f]
+    if cross_tenant:
+        return GAP_CLASSES[0]
+    if path in BY_ID_PATHS:
+        return GAP_CLASSES[1]
+    if path.startswith(READ_PREFIXES):
+        if prefix_sibling(fleets, row_fleet, home):
+            return GAP_CLASSES[2]
+        if named and row_fleet in named:
+            return GAP_CLASSES[3] if visibility == "scope_agent" else GAP_CLASSES[4]
+        if named:
+            return GAP_CLASSES[8]
+        if (principal or "").startswith("tenant key") or path.endswith("singular"):
+            return GAP_CLASSES[5]
+        return GAP_CLASSES[6] if visibility == "scope_agent" else GAP_CLASSES[7]
+    if path == "write":
+        return GAP_CLASSES[9]
+    if path == "after_redistribute":
+        return GAP_CLASSES[10]
+    return GAP_CLASSES[11]
+
+
+def _str(value: Any) -> str | None:
+    """A trace field as text; a missing one (null, or NaN in a frame) as None."""
+    return value if isinstance(value, str) else None
+
+
+def _matrix_probes(results: Results, run_ids: list[str]) -> pd.DataFrame:
+    """Every judged matrix probe of these runs with what attribution needs (metrics.sql's
+    backend_matrix_attribution)."""
+    return results.view("backend_matrix_attribution", run_ids) if run_ids else pd.DataFrame()
+
+
+def _env_versions(traces_root: Path | None, run_id: str) -> dict[str, str]:
+    try:
+        manifest = json.loads((Path(traces_root or ".") / run_id / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    target = manifest.get("target") or {}
+    packages = (target.get("backend_env") or {}).get("packages") or {}
+    return {**packages, "backend": str(target.get("backend_version") or "?")}
+
+
+def attribution_tables(results: Results, traces_root: Path | None) -> tuple[Table, Table]:
+    """backends_gap_classes (per backend matrix run: gaps by class, summing to its gaps) and
+    backends_known_bugs (k/n per version of each known public bug the matrix reaches)."""
+    canonical = results.canonical[results.canonical.experiment == "matrix"]
+    runs = canonical[canonical.profile.map(backend_of).notna()]
+    probes = _matrix_probes(results, list(runs.run_id))
+    if probes.empty:
+        empty = pd.DataFrame()
+        return (Table("backends_gap_classes", "Backend gaps by cause", empty, NO_MATRIX),
+                Table("backends_known_bugs", "Known public bugs, k/n by version", empty,
+                      NO_MATRIX))
+    label_of = dict(zip(runs.run_id, runs.profile, strict=False))
+    probes["label"] = probes.run_id.map(label_of)
+    gaps = probes[probes.verdict == "gap"].copy()
+    gaps["class"] = [classify_gap(r.path, _str(r.fleets), _str(r.row_fleet),
+                                  _str(r.visibility), bool(r.cross_tenant), _str(r.principal),
+                                  _str(r.home))
+                     for r in gaps.itertuples()]
+    counts = gaps.pivot_table(index="class", columns="label", values="probe_id",
+                              aggfunc="count", fill_value=0)
+    counts = counts.reindex([c for c in GAP_CLASSES if c in counts.index])
+    counts.loc["all gaps"] = gaps.groupby("label").size()
+    classes = Table("backends_gap_classes", "Backend gaps by cause (rule over each trace)",
+                    counts.reset_index().rename(columns={"class": "cause"}),
+                    "Each gap of a backend's canonical matrix run gets the first cause whose "
+                    "rule holds on its recorded request and the row's observed fleet and "
+                    "visibility (`classify_gap`), so each column sums to `all gaps`.")
+    bugs = []
+    for run in runs.itertuples():
+        mine = probes[probes.run_id == run.run_id]
+        versions = _env_versions(traces_root, run.run_id)
+        backend = (backend_of(run.profile) or "").split("[")[0]
+        sibling = mine[pd.Series([prefix_sibling(_str(f), _str(r), _str(h)) for f, r, h in
+                                  zip(mine.fleets, mine.row_fleet, mine.home, strict=True)],
+                                 index=mine.index, dtype=bool)
+                       & mine.path.str.startswith(READ_PREFIXES)]
+        by_id = mine[mine.path.isin(BY_ID_PATHS) & (mine.expected == "deny")]
+        if backend == "crewai":
+            bugs.append(("crewAIInc/crewAI#7543: recall matches a scope as a string prefix",
+                         run.profile, f"crewai {versions.get('crewai', versions['backend'])}",
+                         sibling))
+        if backend == "langgraph":
+            ckpt = " / ".join(f"{k.split('-')[-1]} {v}" for k, v in versions.items()
+                              if k.startswith("langgraph-checkpoint-"))
+            bugs.append(("CVE-2026-71433 (as filed in issue 23): store search matches a "
+                         "namespace prefix across segments", run.profile,
+                         f"checkpoint {ckpt or '?'}", sibling))
+        if backend == "mem0":
+            bugs.append(("mem0 by-id get/update/delete take no identity", run.profile,
+                         f"mem0ai {versions.get('mem0ai', versions['backend'])}", by_id))
+    rows = [{"bug": bug, "target": label, "version": version,
+             "k/n returned": fmt_rate(rate(int(part.returned.fillna(False).sum()),
+                                           len(part)))}
+            for bug, label, version, part in bugs]
+    known = Table("backends_known_bugs", "Known public bugs, k/n by version",
+                  pd.DataFrame(rows),
+                  "n = the matrix probes a bug could answer (read paths naming a fleet that "
+                  "is a strict string prefix of the row's fleet; for mem0, by-id probes the "
+                  "policy denies), k = those that returned or changed the row; 95% Wilson "
+                  "intervals.")
+    return classes, known
+
+
 def _why(reasons: dict[str, str]) -> str:
     """`langgraph, mem0: <reason>; crewai: <other>`, without the envelope's backend prefix."""
     grouped: dict[str, list[str]] = {}
@@ -346,7 +487,10 @@ def build(context: Context) -> SectionOutput:
                         views=("backend_metric_counts", "backend_matrix_counts",
                                "backend_not_applicable"))
         matrix = replace(matrix_paths_table(results), views=("backend_matrix_paths",))
-        paths = write_table(table, out_dir / "tables") + write_table(matrix, out_dir / "tables")
+        classes, known = (replace(t, views=("backend_matrix_attribution",))
+                          for t in attribution_tables(results, context.traces_root))
+        paths = [p for t in (table, matrix, classes, known)
+                 for p in write_table(t, out_dir / "tables")]
         figure_paths, figure_note = backends_figure(results, out_dir / "figures", table)
         repro = out_dir / "backends_repro.md"
         repro.write_text(reproductions(results), encoding="utf-8")
@@ -365,8 +509,8 @@ def build(context: Context) -> SectionOutput:
         "The same experiments behind the wire adapter against other memory systems, each "
         "through its own scoping mechanism, beside the bundled profiles; minimal "
         "reproductions of every leak in backends_repro.md.",
-        tables={t.name: t for t in (table, matrix)}, figures=figures,
+        tables={t.name: t for t in (table, matrix, classes, known)}, figures=figures,
         files=[*paths, *figure_paths, repro], notes=notes,
         views=("backend_metric_counts", "backend_matrix_counts", "backend_not_applicable",
-               "backend_matrix_paths"), runs=runs)
+               "backend_matrix_paths", "backend_matrix_attribution"), runs=runs)
     return finish(output, context)
