@@ -116,8 +116,7 @@ class HashingEmbedder:
         known = {w: v for w in words if (v := self._words.get(w)) is not None}
         new = [w for w in words if w not in known]
         matrix = self.word_vectors(new)
-        for word, vector in zip(new, matrix, strict=True):
-            _bounded_put(self._words, word, vector, self.WORD_CACHE_MAX)
+        _bounded_update(self._words, dict(zip(new, matrix, strict=True)), self.WORD_CACHE_MAX)
         if known:
             matrix = np.concatenate([matrix, np.stack(list(known.values()))])
         return matrix, {w: i for i, w in enumerate([*new, *known])}
@@ -166,11 +165,19 @@ WORD_BLOCK = 1024  # words drawn per block of `HashingEmbedder.word_vectors`
 
 
 def _bounded_put(cache: dict, key: str, value: np.ndarray, limit: int) -> None:
-    """Insert, dropping the oldest half when full (a cache: only speed depends on it)."""
-    if len(cache) >= limit:
-        for old in list(cache)[:limit // 2]:
+    _bounded_update(cache, {key: value}, limit)
+
+
+def _bounded_update(cache: dict, items: dict[str, np.ndarray], limit: int) -> None:
+    """Insert, first dropping the oldest entries to make room (a cache: only speed depends
+    on it); more new items than the limit keeps the last `limit` of them."""
+    if len(items) > limit:
+        items = dict(list(items.items())[-limit:])
+    if len(cache) + len(items) > limit:
+        drop = max(len(cache) + len(items) - limit, limit // 2)
+        for old in list(cache)[:drop]:
             cache.pop(old, None)  # another thread may have dropped it first
-    cache[key] = value
+    cache.update(items)
 
 
 # numpy's SeedSequence (bit_generator.pyx) and PCG64 seeding (pcg64.h), for many seeds at once.
