@@ -1,11 +1,12 @@
 """Issue 25's hostile inputs, on every profile: entity links to entities that do not exist,
-rate-limit headers, numbers sent as booleans or strings. Each profile answers as its
-`Profile` fields say (MemClaw's engine v2.29.0 was probed for the `memclaw-2.29` choices,
-docs/profiles.md); `hardened` refuses what MemClaw lets through. Never a 5xx, never a
-partial write."""
+rate-limit headers, numbers sent as booleans or strings, the largest legal bulk write. Each
+profile answers as its `Profile` fields say (MemClaw's engine v2.29.0 was probed for the
+`memclaw-2.29` choices, docs/profiles.md); `hardened` refuses what MemClaw lets through.
+Never a 5xx, never a partial write."""
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from collections.abc import Iterator
@@ -120,6 +121,31 @@ def test_hardened_refuses_unknown_links_on_patch_and_in_bulk(pool: ServerPool) -
     statuses = [item["status"] for item in r.json()["results"]]
     assert statuses == ["error", "created"]
     assert "not found" in r.json()["results"][0]["error"]
+
+
+# --- the largest legal bulk ---------------------------------------------------------------
+
+def test_largest_legal_bulk_is_written_whole(api: Api) -> None:
+    """100 items x 10,000 characters (977 KB, under the 1 MiB body cap), every word new, so
+    ten chunks of the bulk path each embed ~11,000 unseen words: all written, each row
+    whole, and a replay answers every item `duplicate_attempt` with its row. What it costs is
+    benchmarks/bench_bulk.py's to measure (`make bench-bulk`): on this shared machine the
+    request's time says more about the other jobs than about the server."""
+    rng = random.Random(25)
+    items = [{"content": " ".join(f"q{rng.getrandbits(28):07x}" for _ in range(1111))[:10_000]}
+             for _ in range(100)]
+    body = {"tenant_id": api.tenant_id, "agent_id": "bulk", "items": items}
+    attempt = {"X-Bulk-Attempt-Id": uuid.uuid4().hex}
+    r = api.http.post("/memories/bulk", headers=attempt, json=body, timeout=120)
+    assert r.status_code == 200 and r.json()["created"] == 100, r.text[:500]
+    ids = [x["id"] for x in r.json()["results"]]
+    stored = {x["id"]: x for x in api.list(limit=200).json()["items"]}
+    assert set(ids) <= set(stored)
+    some = api.get(ids[57]).json()
+    assert some["content"] == items[57]["content"]
+    again = api.http.post("/memories/bulk", headers=attempt, json=body, timeout=120)
+    assert [(x["status"], x["id"]) for x in again.json()["results"]] == [
+        ("duplicate_attempt", i) for i in ids]
 
 
 # --- loose scalars ----------------------------------------------------------------------
