@@ -112,7 +112,7 @@ def _verdict(e: dict[str, Any], kind: str | None, acked: str | None, expected: s
             "path": e["path"], "family": e.get("family"), "who": e.get("who"),
             "row_key": e.get("row_key"), "credential": e.get("credential"), "when": when,
             "since_change_ms": since, "expected": expected, "verdict": verdict, "what": what,
-            "forget": forget}
+            "forget": forget, "returned": bool(e.get("returned"))}
 
 
 def judge_probe(e: dict[str, Any], timeline: Timeline, acked: str | None,
@@ -160,6 +160,7 @@ def judge_inflight(e: dict[str, Any], acked: str | None, kind: str | None) -> di
                    DENY if after else None, verdict, what)
     out["since_change_ms"] = _ms(_z(max(after)), acked) if after else None
     out["n_after"] = len(after)
+    out["returned"] = bool(after)
     return out
 
 
