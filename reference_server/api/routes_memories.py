@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ..governance import scope
 from ..governance.auth import Caller, caller_from
+from ..pipeline.bulk import BulkWrite, run_bulk
 from ..pipeline.embedding import off_loop_if_heavy
 from ..pipeline.search import SearchContext, run_search
 from ..pipeline.write import (
@@ -194,51 +195,31 @@ async def write_bulk(body: BulkMemoryCreate, request: Request, caller: CallerDep
     agent_id = _require_agent_id(state, caller, body.agent_id)
     agent, fleet = _resolve_writer(state, caller, body.tenant_id, agent_id, body.fleet_id,
                                    approval_gate=state.profile.bulk_write_approval_gate)
-    results = [await _bulk_item(state, body, agent, fleet, attempt_id, i, item)
-               for i, item in enumerate(body.items)]
+    bulk = BulkWrite(
+        profile=state.profile, storage=state.storage, embedder=state.embedder,
+        tenant_id=body.tenant_id, agent=agent, fleet_id=fleet, attempt_id=attempt_id,
+        make_context=lambda item, request_id: _write_context(
+            state, body.tenant_id, agent, fleet, body.visibility, item,
+            client_request_id=request_id),
+        on_detection_scheduled=state.detector.wake.set,
+        grant_withdrawn=(lambda: state.keys.grant_withdrawn(
+            caller, request.headers.get("x-api-key"), body.tenant_id, agent.agent_id))
+        if state.profile.hardening.bulk_stops_at_revocation else None)
+    results = await run_bulk(bulk, body.items)
     counts = {s: sum(r["status"] == s for r in results)
               for s in ("created", "error")}
     duplicates = len(results) - counts["created"] - counts["error"]
     mixed = 0 < counts["error"] < len(results)
-    return JSONResponse({"created": counts["created"], "duplicates": duplicates,
-                         "errors": counts["error"],
-                         "bulk_ms": int((time.perf_counter() - started) * 1000),
-                         "results": results}, status_code=207 if mixed else 200,
-                        headers=headers)
+    out = {"created": counts["created"], "duplicates": duplicates, "errors": counts["error"],
+           "bulk_ms": int((time.perf_counter() - started) * 1000), "results": results}
+    if bulk.stopped:  # hardened: the bulk stopped at a revocation; how far it got, and why
+        out |= {"written": counts["created"], "stopped": bulk.stopped}
+    return JSONResponse(out, status_code=207 if mixed else 200, headers=headers)
 
 
 def _valid_attempt_id(value: str) -> bool:
     allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")
     return 1 <= len(value) <= 128 and set(value) <= allowed
-
-
-async def _bulk_item(state: ServerState, body: BulkMemoryCreate, agent: AgentRow,
-                     fleet: str | None, attempt_id: str, index: int,
-                     item: MemoryFields) -> dict[str, Any]:
-    request_id = f"{attempt_id}:{index}"
-    result = {"index": index, "client_request_id": request_id, "status": "created",
-              "id": None, "duplicate_of": None, "error": None}
-    if state.profile.hardening.bulk_attempts_per_agent:  # stored per writer, shown as sent
-        request_id = f"{agent.agent_id}\x1f{request_id}"
-    elif state.profile.bulk_attempts_per_fleet:  # the engine's (tenant, fleet, id) index
-        request_id = f"{fleet or ''}\x1f{request_id}"
-    existing = state.storage.find_client_request(body.tenant_id, request_id)
-    if existing:
-        return result | {"status": "duplicate_attempt", "id": existing}
-    if item.memory_type in RESERVED_MEMORY_TYPES:
-        return result | {"status": "error",
-                         "error": f"memory_type='{item.memory_type}' is server-reserved"}
-    if not state.profile.bulk_keeps_entity_links:
-        item = item.model_copy(update={"entity_links": []})
-    ctx = _write_context(state, body.tenant_id, agent, fleet, body.visibility, item,
-                         client_request_id=request_id)
-    try:
-        out = await run_write(ctx)
-    except DuplicateError as dup:
-        return result | {"status": "duplicate_content", "duplicate_of": dup.existing_id}
-    except ApiError as err:
-        return result | {"status": "error", "error": err.message}
-    return result | {"id": out["id"]}
 
 
 # reads by id -----------------------------------------------------------------------------

@@ -17,7 +17,8 @@ import asyncio
 import hashlib
 import os
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
@@ -45,6 +46,7 @@ class Embedder(Protocol):
     offload: bool  # embedding (and a search around it) is worth a worker-thread hop
 
     def embed(self, text: str) -> np.ndarray: ...
+    def embed_many(self, texts: Sequence[str]) -> list[np.ndarray]: ...
 
 
 # Text longer than this is embedded on a worker thread even by the hashing embedder: each
@@ -66,35 +68,158 @@ async def off_loop_if_heavy(embedder: Embedder, text: str, work: Callable[..., T
 
 
 class HashingEmbedder:
-    """Normalised sum of per-word sha256-seeded Gaussian vectors (float32)."""
+    """Normalised sum of per-word sha256-seeded Gaussian vectors (float32).
+
+    A word's vector is `np.random.default_rng(seed).standard_normal(dim)`, `seed` the first 8
+    bytes of sha256(word) little-endian. A generator built per word cost ~50 us, mostly numpy's
+    SeedSequence hashing: the whole of a large bulk's time. `word_vectors` makes the same
+    vectors bit for bit: the SeedSequence hash vectorized over every new word at once
+    (`seed_states`), then one reused PCG64 set to each word's seeded state. `embed` and
+    `embed_many` give the same vector for the same text (tests/server/test_units.py)."""
 
     name = "hashing-sha256"
     offload = False
+    WORD_CACHE_MAX = 50_000
+    TEXT_CACHE_MAX = 8_192
 
     def __init__(self, dim: int = 384) -> None:
         self.dim = dim
-        self._word_vector = lru_cache(maxsize=50_000)(self._make_word_vector)
+        self._words: dict[str, np.ndarray] = {}
         # A search re-embeds its query and every graph-reached row's content; experiments
-        # repeat queries at several top_k. Read-only results, so no caller can alter a
-        # cached vector.
-        self._cached = lru_cache(maxsize=8_192)(self._embed)
-
-    def _make_word_vector(self, word: str) -> np.ndarray:
-        seed = int.from_bytes(hashlib.sha256(word.encode("utf-8")).digest()[:8], "little")
-        return np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+        # repeat queries at several top_k. Read-only vectors, so no caller can alter one.
+        self._texts: dict[str, np.ndarray] = {}
+        self._local = threading.local()  # a reused generator per thread: no lock to wait on
 
     def embed(self, text: str) -> np.ndarray:
-        return self._cached(text)
+        return self.embed_many([text])[0]
 
-    def _embed(self, text: str) -> np.ndarray:
-        words = tokens(text)
-        total = np.zeros(self.dim, dtype=np.float32)
-        for word in words:
-            total += self._word_vector(word)
+    def embed_many(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """One vector per text; the words none of them has seen before are made together.
+        Safe from several threads: the caches are only read with `get`, and filled."""
+        found: dict[str, np.ndarray] = {}
+        todo: dict[str, list[str]] = {}
+        for text in dict.fromkeys(texts):
+            vector = self._texts.get(text)
+            if vector is None:
+                todo[text] = tokens(text)
+            else:
+                found[text] = vector
+        if todo:
+            matrix, row = self._word_matrix({w for ws in todo.values() for w in ws})
+            for text, ws in todo.items():
+                found[text] = self._normalised_sum(matrix, [row[w] for w in ws])
+                _bounded_put(self._texts, text, found[text], self.TEXT_CACHE_MAX)
+        return [found[t] for t in texts]
+
+    def _word_matrix(self, words: set[str]) -> tuple[np.ndarray, dict[str, int]]:
+        """The words' vectors as the rows of one matrix, and each word's row."""
+        known = {w: v for w in words if (v := self._words.get(w)) is not None}
+        new = [w for w in words if w not in known]
+        matrix = self.word_vectors(new)
+        for word, vector in zip(new, matrix, strict=True):
+            _bounded_put(self._words, word, vector, self.WORD_CACHE_MAX)
+        if known:
+            matrix = np.concatenate([matrix, np.stack(list(known.values()))])
+        return matrix, {w: i for i, w in enumerate([*new, *known])}
+
+    def word_vectors(self, words: Sequence[str]) -> np.ndarray:
+        """(len(words), dim) float32: each word's `default_rng(seed).standard_normal(dim)`,
+        drawn in blocks into one reused float64 buffer."""
+        seeds = np.fromiter((int.from_bytes(hashlib.sha256(w.encode("utf-8")).digest()[:8],
+                                            "little") for w in words),
+                            dtype=np.uint64, count=len(words))
+        states = seed_states(seeds).tolist()
+        bits, normal = self._generator()
+        out = np.empty((len(words), self.dim), dtype=np.float32)
+        buffer = np.empty((min(len(words), WORD_BLOCK), self.dim))
+        state = {"bit_generator": "PCG64", "state": {"state": 0, "inc": 0},
+                 "has_uint32": 0, "uinteger": 0}
+        inner = state["state"]
+        for start in range(0, len(words), WORD_BLOCK):
+            block = states[start:start + WORD_BLOCK]
+            for k, (s0, s1, i0, i1) in enumerate(block):
+                inner["state"], inner["inc"] = pcg64_seeded(s0, s1, i0, i1)
+                bits.state = state
+                normal(out=buffer[k])
+            out[start:start + len(block)] = buffer[:len(block)]
+        return out
+
+    def _generator(self) -> tuple[np.random.PCG64, Callable[..., np.ndarray]]:
+        local = self._local
+        if not hasattr(local, "bits"):
+            local.bits = np.random.PCG64(0)
+            local.normal = np.random.Generator(local.bits).standard_normal
+        return local.bits, local.normal
+
+    def _normalised_sum(self, matrix: np.ndarray, rows: list[int]) -> np.ndarray:
+        """The rows added one after another in float32 (numpy reduces along the rows of a
+        C-ordered matrix row by row: the rounding of a running sum), then normalised."""
+        total = (np.add.reduce(matrix[rows], axis=0) if rows
+                 else np.zeros(self.dim, dtype=np.float32))
         norm = float(np.linalg.norm(total))
         vector = total / norm if norm > 0 else total
         vector.setflags(write=False)
         return vector
+
+
+WORD_BLOCK = 1024  # words drawn per block of `HashingEmbedder.word_vectors`
+
+
+def _bounded_put(cache: dict, key: str, value: np.ndarray, limit: int) -> None:
+    """Insert, dropping the oldest half when full (a cache: only speed depends on it)."""
+    if len(cache) >= limit:
+        for old in list(cache)[:limit // 2]:
+            cache.pop(old, None)  # another thread may have dropped it first
+    cache[key] = value
+
+
+# numpy's SeedSequence (bit_generator.pyx) and PCG64 seeding (pcg64.h), for many seeds at once.
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_MULT_L, _MIX_MULT_R, _XSHIFT = 0xCA01F9DD, 0x4973F715, 16
+_PCG_MULT = 0x2360ED051FC65DA44385DF649FCCF645
+_MASK128 = (1 << 128) - 1
+
+
+def seed_states(seeds: np.ndarray) -> np.ndarray:
+    """`SeedSequence(int(seed)).generate_state(4, np.uint64)` for each uint64 seed: (n, 4).
+    A seed below 2**64 is at most two 32-bit words of entropy; the 4-word pool pads zeros."""
+    u32 = np.uint32
+    n = len(seeds)
+    hash_const = _INIT_A
+
+    def hashmix(value: np.ndarray) -> np.ndarray:
+        nonlocal hash_const
+        value = value ^ u32(hash_const)
+        hash_const = (hash_const * _MULT_A) & 0xFFFFFFFF
+        value = value * u32(hash_const)
+        return value ^ (value >> u32(_XSHIFT))
+
+    def mix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        result = u32(_MIX_MULT_L) * x - u32(_MIX_MULT_R) * y
+        return result ^ (result >> u32(_XSHIFT))
+
+    with np.errstate(over="ignore"):
+        entropy = [(seeds & np.uint64(0xFFFFFFFF)).astype(u32),
+                   (seeds >> np.uint64(32)).astype(u32), np.zeros(n, u32), np.zeros(n, u32)]
+        pool = [hashmix(word) for word in entropy]
+        for src in range(4):
+            for dst in range(4):
+                if src != dst:
+                    pool[dst] = mix(pool[dst], hashmix(pool[src]))
+        hash_const, words = _INIT_B, []
+        for i in range(8):  # 4 uint64 = 8 uint32 words, drawn from the pool in turn
+            value = pool[i % 4] ^ u32(hash_const)
+            hash_const = (hash_const * _MULT_B) & 0xFFFFFFFF
+            value = value * u32(hash_const)
+            words.append(value ^ (value >> u32(_XSHIFT)))
+    return np.ascontiguousarray(np.stack(words, axis=1)).view(np.uint64).reshape(n, 4)
+
+
+def pcg64_seeded(s0: int, s1: int, i0: int, i1: int) -> tuple[int, int]:
+    """PCG64's (state, inc) after `pcg64_set_seed(seed=(s0, s1), inc=(i0, i1))`, high words
+    first: state 0, one step, add the seed, one more step."""
+    inc = (((i0 << 64) | i1) << 1 | 1) & _MASK128
+    return ((inc + ((s0 << 64) | s1)) * _PCG_MULT + inc) & _MASK128, inc
 
 
 def keyword_score(query: str, content: str) -> float:
@@ -141,6 +266,10 @@ class SentenceEmbedder:
     def embed(self, text: str) -> np.ndarray:
         vector = self._model.encode(text, normalize_embeddings=True, convert_to_numpy=True)
         return np.asarray(vector, dtype=np.float32)
+
+    def embed_many(self, texts: Sequence[str]) -> list[np.ndarray]:
+        # one text at a time: a padded batch would change the vectors in their last bits
+        return [self.embed(t) for t in texts]
 
 
 EMBEDDERS = {"hashing": HashingEmbedder.name, "minilm": SentenceEmbedder.name}

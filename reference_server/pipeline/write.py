@@ -22,7 +22,7 @@ import numpy as np
 
 from ..governance.profiles import Profile
 from ..governance.scope import Viewer, expired, row_access_allowed
-from ..storage import LIVE_STATUSES, AgentRow, IdempotencyRecord, Storage, now_iso
+from ..storage import LIVE_STATUSES, AgentRow, IdempotencyRecord, NewMemory, Storage, now_iso
 from ..storage import monotonic_due as due_in
 from ..wire.errors import ApiError
 from ..wire.schemas import EntityLinkIn, MemoryFields
@@ -53,6 +53,31 @@ class DuplicateError(ApiError):
 
 # MemClaw's judge band (SEMANTIC_DEDUP_JUDGE_THRESHOLD): fast mode's advisory near duplicate
 ADVISORY_NEAR_DUPLICATE = 0.85
+NEAR_DUPLICATE_CANDIDATES = 50  # the nearest rows a near-duplicate step looks at
+
+
+@dataclass
+class PendingWrites:
+    """A bulk chunk's rows, gated but not yet committed (pipeline/bulk.py commits them in one
+    transaction): the duplicate steps see them as rows written after every stored one, as
+    they would have been had each item been inserted on its own."""
+    memories: list[NewMemory] = field(default_factory=list)
+
+    def exact_duplicate(self, fleet_id: str | None, agent_id: str, content_hash: str
+                        ) -> str | None:
+        return next((m.row["id"] for m in self.memories
+                     if m.row["content_hash"] == content_hash and m.row["fleet_id"] == fleet_id
+                     and m.row["agent_id"] == agent_id), None)
+
+    def similar(self, vector: np.ndarray, min_similarity: float
+                ) -> tuple[list[dict], np.ndarray]:
+        """The pending rows at or above the threshold, in insertion order, and their cosines."""
+        held = [m for m in self.memories if m.embedding is not None]
+        if not held:
+            return [], np.zeros(0, dtype=np.float32)
+        sims = np.stack([m.embedding for m in held]) @ vector.astype(np.float32, copy=False)
+        keep = np.flatnonzero(sims >= min_similarity)
+        return [held[i].row for i in keep.tolist()], sims[keep]
 
 @dataclass
 class WriteContext:
@@ -77,6 +102,8 @@ class WriteContext:
     on_detection_scheduled: Callable[[], None] | None = None
     # fast mode's advisory near duplicate (detect_near_duplicate): (row id, cosine)
     near_duplicate: tuple[str, float] | None = None
+    # a bulk chunk's uncommitted rows: the insert step adds to them instead of storing
+    pending: PendingWrites | None = None
 
 
 async def resolve_write_mode(ctx: WriteContext) -> None:
@@ -113,7 +140,9 @@ async def embed(ctx: WriteContext) -> None:
     """A model embedder's work, or a long text's, goes off the event loop (a bulk of long
     items must not stall other tenants). Pure: the duplicate checks and the insert that
     follow still run on the loop, with no await between them, so concurrent identical
-    writes cannot both pass the exact gate."""
+    writes cannot both pass the exact gate. A bulk embeds its items beforehand, together."""
+    if ctx.embedding is not None:
+        return
     content = ctx.fields.content
     ctx.embedding = await off_loop_if_heavy(ctx.embedder, content, ctx.embedder.embed, content)
 
@@ -124,6 +153,9 @@ def check_exact_duplicate(ctx: WriteContext) -> None:
     if existing and ctx.profile.hardening.expired_rows_hidden:
         row = ctx.storage.get_memory(ctx.tenant_id, existing)  # a forgotten row is no twin
         existing = None if row is None or expired(ctx.profile, row) else existing
+    if not existing and ctx.pending is not None:
+        existing = ctx.pending.exact_duplicate(ctx.fleet_id, ctx.agent.agent_id,
+                                               ctx.content_hash)
     if existing:
         raise DuplicateError("exact", existing)
 
@@ -136,13 +168,35 @@ def check_near_duplicate(ctx: WriteContext) -> None:
         return
     if IDENTIFIER.search(ctx.fields.content):
         return
-    rowids, _ = ctx.storage.ranked_by_similarity(ctx.tenant_id, ctx.embedding,
-                                                 ctx.profile.near_duplicate_threshold)
-    rows = ctx.storage.rows_by_rowids(rowids[:50].tolist())
-    for rowid in rowids[:50].tolist():
-        row = rows.get(rowid)
-        if row and _same_dedup_scope(ctx, row):
+    for row, _ in nearest_rows(ctx, ctx.profile.near_duplicate_threshold):
+        if _same_dedup_scope(ctx, row):
             raise DuplicateError("near", row["id"])
+
+
+def nearest_rows(ctx: WriteContext, min_similarity: float) -> list[tuple[dict, float]]:
+    """The `NEAR_DUPLICATE_CANDIDATES` most similar rows at or above the threshold, stored
+    ones first on equal cosine (insertion order), then a bulk chunk's pending ones."""
+    assert ctx.embedding is not None
+    rowids, sims = ctx.storage.ranked_by_similarity(ctx.tenant_id, ctx.embedding, min_similarity)
+    first = rowids[:NEAR_DUPLICATE_CANDIDATES].tolist()
+    rows = ctx.storage.rows_by_rowids(first)
+    ranked = [(rows[r], s) for r, s in zip(first, sims[:len(first)].tolist(), strict=True)
+              if r in rows]
+    if ctx.pending is None:
+        return ranked
+    pending, pending_sims = ctx.pending.similar(ctx.embedding, min_similarity)
+    if not pending:
+        return ranked
+    cut = len(first)  # the stored rows that made the cut, then the pending ones, merged
+    merged = sorted([(s, 0, i) for i, s in enumerate(sims[:cut].tolist())]
+                    + [(s, 1, i) for i, s in enumerate(pending_sims.tolist())],
+                    key=lambda t: -t[0])  # stable: stored before pending, each in order
+    out = []
+    for sim, source, i in merged[:NEAR_DUPLICATE_CANDIDATES]:
+        row = rows.get(first[i]) if source == 0 else pending[i]
+        if row is not None:
+            out.append((row, sim))
+    return out
 
 
 def _same_dedup_scope(ctx: WriteContext, row: dict) -> bool:
@@ -163,12 +217,8 @@ def detect_near_duplicate(ctx: WriteContext) -> None:
         return
     if IDENTIFIER.search(ctx.fields.content):
         return
-    rowids, sims = ctx.storage.ranked_by_similarity(ctx.tenant_id, ctx.embedding,
-                                                    ADVISORY_NEAR_DUPLICATE)
-    rows = ctx.storage.rows_by_rowids(rowids[:50].tolist())
-    for rowid, sim in zip(rowids[:50].tolist(), sims[:50].tolist(), strict=True):
-        row = rows.get(rowid)
-        if row and _same_dedup_scope(ctx, row):
+    for row, sim in nearest_rows(ctx, ADVISORY_NEAR_DUPLICATE):
+        if _same_dedup_scope(ctx, row):
             ctx.near_duplicate = (row["id"], round(float(sim), 4))
             return
 
@@ -223,7 +273,11 @@ def _insert(ctx: WriteContext, schedule_detection: bool) -> None:
         idem = IdempotencyRecord(ctx.tenant_id, ctx.idempotency_key, ctx.request_hash or "",
                                  201, json.dumps(ctx.response))
     due = due_in(ctx.profile.effective_detection_delay_s) if schedule_detection else None
-    ctx.storage.insert_memory(row, ctx.embedding, links, due, idem)
+    memory = NewMemory(row, ctx.embedding, links, due, idem)
+    if ctx.pending is not None:  # a bulk chunk: committed with its siblings (pipeline/bulk.py)
+        ctx.pending.memories.append(memory)
+        return
+    ctx.storage.insert_memories([memory])
     if due is not None and ctx.on_detection_scheduled:
         ctx.on_detection_scheduled()
 
@@ -271,15 +325,42 @@ STEPS: dict[str, Callable[[WriteContext], Any]] = {
 
 
 def validate_steps(names: tuple[str, ...]) -> None:
+    """Known steps, and none that awaits after `embed`: from the first gate to the insert a
+    write runs without giving the loop away, so two concurrent identical writes cannot both
+    pass the exact gate (and a bulk chunk gates and commits in one go)."""
     unknown = [n for n in names if n not in STEPS]
     if unknown:
         raise ValueError(f"unknown write steps: {unknown}")
+    awaiting = [n for n in gate_steps(names) if inspect.iscoroutinefunction(STEPS[n])]
+    if awaiting:
+        raise ValueError(f"write steps after 'embed' must not await: {awaiting}")
 
 
-async def run_write(ctx: WriteContext) -> dict[str, Any]:
-    for name in ctx.profile.write_steps:
+def prepare_steps(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The steps up to and including `embed`: they may await (simulated enrichment latency,
+    the embedder off the loop)."""
+    return names[:names.index("embed") + 1] if "embed" in names else ()
+
+
+def gate_steps(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The steps after `embed`: the duplicate gates and the insert, run without an await."""
+    return names[len(prepare_steps(names)):]
+
+
+async def run_steps(ctx: WriteContext, names: Sequence[str]) -> None:
+    for name in names:
         result = STEPS[name](ctx)
         if inspect.isawaitable(result):
             await result
+
+
+def run_steps_now(ctx: WriteContext, names: Sequence[str]) -> None:
+    """Steps that never await (`gate_steps`), run synchronously."""
+    for name in names:
+        STEPS[name](ctx)
+
+
+async def run_write(ctx: WriteContext) -> dict[str, Any]:
+    await run_steps(ctx, ctx.profile.write_steps)
     assert ctx.response is not None, "a write composition must end with an insert step"
     return ctx.response

@@ -16,6 +16,7 @@ from .rows import (
     IdempotencyRecord,
     KeyRow,
     ListFilter,
+    NewMemory,
     list_where,
     monotonic_due,
     now_iso,
@@ -23,7 +24,7 @@ from .rows import (
 from .sqlite import SqliteStorage
 
 __all__ = ["LIVE_STATUSES", "MEMORY_COLUMNS", "AgentRow", "IdempotencyRecord", "KeyRow",
-           "ListFilter", "RowFilter", "SqliteStorage", "Storage", "list_where",
+           "ListFilter", "NewMemory", "RowFilter", "SqliteStorage", "Storage", "list_where",
            "monotonic_due", "now_iso", "open_storage"]
 
 

@@ -35,6 +35,7 @@ from .rows import (
     IdempotencyRecord,
     KeyRow,
     ListFilter,
+    NewMemory,
     list_where,
     now_iso,
 )
@@ -316,30 +317,44 @@ class PostgresStorage:
                       links: Sequence[tuple[str, str]] = (), detection_due_at: float | None = None,
                       idempotency: IdempotencyRecord | None = None) -> None:
         """Row, entity links, detection job and idempotency record commit together."""
-        values = _encode(row)
-        if embedding is not None:
-            values["embedding"] = embedding.astype(np.float32)
-        cols = ", ".join(values)
-        marks = ", ".join("%s" for _ in values)
+        self.insert_memories([NewMemory(row, embedding, links, detection_due_at, idempotency)])
+
+    def insert_memories(self, memories: Sequence[NewMemory]) -> None:
+        """Every memory's row, links, job and idempotency record in one transaction, each
+        table's rows in one batched statement (psycopg's executemany pipelines them)."""
+        if not memories:
+            return
+        enqueued = now_iso()
+        runs: list[tuple[tuple[str, ...], list[tuple]]] = []  # (columns, rows), in order
+        for m in memories:  # a row without an embedding names fewer columns
+            values = _encode(m.row)
+            if m.embedding is not None:
+                values["embedding"] = m.embedding.astype(np.float32)
+            if not runs or runs[-1][0] != tuple(values):
+                runs.append((tuple(values), []))
+            runs[-1][1].append(tuple(values.values()))
+        links = [(m.row["id"], eid, role) for m in memories for eid, role in m.links]
+        jobs = [(m.row["id"], m.row["tenant_id"], m.detection_due_at, enqueued)
+                for m in memories if m.detection_due_at is not None]
+        records = [(i.tenant_id, i.key, i.request_hash, i.status_code, i.body, enqueued)
+                   for m in memories if (i := m.idempotency) is not None]
         with self._tx() as cur:
-            cur.execute(f"INSERT INTO memories ({cols}) VALUES ({marks})", tuple(values.values()))
+            for cols, rows in runs:
+                cur.executemany(f"INSERT INTO memories ({', '.join(cols)}) "
+                                f"VALUES ({', '.join('%s' for _ in cols)})", rows)
             if links:
                 cur.executemany("INSERT INTO memory_entity_links VALUES (%s, %s, %s) "
-                                "ON CONFLICT DO NOTHING",
-                                [(row["id"], eid, role) for eid, role in links])
-            if detection_due_at is not None:
-                cur.execute("INSERT INTO detection_jobs VALUES (%s, %s, %s, %s) "
-                            "ON CONFLICT (memory_id) DO UPDATE SET due_at = excluded.due_at, "
-                            "enqueued_at = excluded.enqueued_at",
-                            (row["id"], row["tenant_id"], detection_due_at, now_iso()))
-            if idempotency is not None:
-                cur.execute("INSERT INTO idempotency VALUES (%s, %s, %s, %s, %s, %s) "
-                            "ON CONFLICT (tenant_id, key) DO UPDATE SET "
-                            "request_hash = excluded.request_hash, "
-                            "status_code = excluded.status_code, body = excluded.body, "
-                            "created_at = excluded.created_at",
-                            (idempotency.tenant_id, idempotency.key, idempotency.request_hash,
-                             idempotency.status_code, idempotency.body, now_iso()))
+                                "ON CONFLICT DO NOTHING", links)
+            if jobs:
+                cur.executemany("INSERT INTO detection_jobs VALUES (%s, %s, %s, %s) "
+                                "ON CONFLICT (memory_id) DO UPDATE SET due_at = excluded.due_at, "
+                                "enqueued_at = excluded.enqueued_at", jobs)
+            if records:
+                cur.executemany("INSERT INTO idempotency VALUES (%s, %s, %s, %s, %s, %s) "
+                                "ON CONFLICT (tenant_id, key) DO UPDATE SET "
+                                "request_hash = excluded.request_hash, "
+                                "status_code = excluded.status_code, body = excluded.body, "
+                                "created_at = excluded.created_at", records)
 
     def insert_many(self, rows: Sequence[dict], embeddings: Sequence[np.ndarray]) -> None:
         """Seeding (benchmarks, fixtures): COPY in one transaction, no jobs. A large seed

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .rows import AgentRow, IdempotencyRecord, KeyRow, ListFilter
+from .rows import AgentRow, IdempotencyRecord, KeyRow, ListFilter, NewMemory
 
 
 class RowFilter(Protocol):
@@ -47,6 +47,9 @@ class Storage(Protocol):
     def insert_memory(self, row: dict, embedding: np.ndarray | None,
                       links: Sequence[tuple[str, str]] = (), detection_due_at: float | None = None,
                       idempotency: IdempotencyRecord | None = None) -> None: ...
+    def insert_memories(self, memories: Sequence[NewMemory]) -> None:
+        """Several memories (rows, links, jobs, idempotency records) in one transaction, in
+        order: a bulk's chunk. All or none of them commit."""
     def insert_many(self, rows: Sequence[dict], embeddings: Sequence[np.ndarray]) -> None: ...
     def get_memory(self, tenant_id: str, memory_id: str) -> dict | None: ...
     def memories_by_ids(self, tenant_id: str, ids: Sequence[str]) -> list[dict]: ...

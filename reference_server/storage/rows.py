@@ -25,6 +25,17 @@ def now_iso() -> str:
 
 
 @dataclass(frozen=True)
+class NewMemory:
+    """One memory to insert: its row, embedding, entity links (entity id, role), the due time
+    of its contradiction job (none: no job) and the idempotency record its answer replays."""
+    row: dict
+    embedding: Any = None  # np.ndarray | None (numpy stays out of this module)
+    links: Sequence[tuple[str, str]] = ()
+    detection_due_at: float | None = None
+    idempotency: IdempotencyRecord | None = None
+
+
+@dataclass(frozen=True)
 class AgentRow:
     tenant_id: str
     agent_id: str

@@ -26,6 +26,7 @@ from .rows import (
     IdempotencyRecord,
     KeyRow,
     ListFilter,
+    NewMemory,
     list_where,
     now_iso,
 )
@@ -346,29 +347,37 @@ class SqliteStorage:
                       links: Sequence[tuple[str, str]] = (), detection_due_at: float | None = None,
                       idempotency: IdempotencyRecord | None = None) -> None:
         """Row, entity links, detection job and idempotency record commit together."""
-        values = dict(row)
-        if values.get("metadata") is not None:
-            values["metadata"] = json.dumps(values["metadata"], allow_nan=False)
-        if embedding is not None:
-            values["embedding"] = embedding.astype(np.float32).tobytes()
-        cols = ", ".join(values)
-        marks = ", ".join("?" for _ in values)
+        self.insert_memories([NewMemory(row, embedding, links, detection_due_at, idempotency)])
+
+    def insert_memories(self, memories: Sequence[NewMemory]) -> None:
+        """Every memory's row, links, job and idempotency record in one transaction."""
+        if not memories:
+            return
+        rowids = []
+        enqueued = now_iso()
         with self._tx() as db:
-            cur = db.execute(f"INSERT INTO memories ({cols}) VALUES ({marks})",
-                             tuple(values.values()))
-            rowid = cur.lastrowid
+            for m in memories:  # one statement a row: each row's rowid for the vector index
+                values = dict(m.row)
+                if values.get("metadata") is not None:
+                    values["metadata"] = json.dumps(values["metadata"], allow_nan=False)
+                if m.embedding is not None:
+                    values["embedding"] = m.embedding.astype(np.float32).tobytes()
+                cur = db.execute(f"INSERT INTO memories ({', '.join(values)}) "
+                                 f"VALUES ({', '.join('?' for _ in values)})",
+                                 tuple(values.values()))
+                rowids.append(cur.lastrowid)
             db.executemany("INSERT OR IGNORE INTO memory_entity_links VALUES (?, ?, ?)",
-                           [(row["id"], eid, role) for eid, role in links])
-            if detection_due_at is not None:
-                db.execute("INSERT OR REPLACE INTO detection_jobs VALUES (?, ?, ?, ?)",
-                           (row["id"], row["tenant_id"], detection_due_at, now_iso()))
-            if idempotency is not None:
-                db.execute("INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, ?, ?, ?)",
-                           (idempotency.tenant_id, idempotency.key, idempotency.request_hash,
-                            idempotency.status_code, idempotency.body, now_iso()))
-        if embedding is not None and rowid is not None:
-            with self._lock:  # searches read the index from worker threads
-                self.index.add(row["tenant_id"], rowid, embedding)
+                           [(m.row["id"], eid, role) for m in memories for eid, role in m.links])
+            db.executemany("INSERT OR REPLACE INTO detection_jobs VALUES (?, ?, ?, ?)",
+                           [(m.row["id"], m.row["tenant_id"], m.detection_due_at, enqueued)
+                            for m in memories if m.detection_due_at is not None])
+            db.executemany("INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, ?, ?, ?)",
+                           [(i.tenant_id, i.key, i.request_hash, i.status_code, i.body, enqueued)
+                            for m in memories if (i := m.idempotency) is not None])
+        with self._lock:  # searches read the index from worker threads
+            for m, rowid in zip(memories, rowids, strict=True):
+                if m.embedding is not None and rowid is not None:
+                    self.index.add(m.row["tenant_id"], rowid, m.embedding)
 
     def insert_many(self, rows: Sequence[dict], embeddings: Sequence[np.ndarray]) -> None:
         """Seeding (benchmarks, fixtures): many rows in one transaction, no jobs."""

@@ -22,7 +22,7 @@ CHANGES = "[recreate_agent, trust_2_0, expire, inflight_delete]"
 
 ME = Principal("A", "agent", "A.d0", 2, "fleet-1")
 TEAM = Row("A", "fleet-1", "scope_team", "A.f0t1")
-T0, T1, T2, T3 = ("2026-01-01T00:00:0{}.000000Z".format(i) for i in range(4))
+T0, T1, T2, T3 = (f"2026-01-01T00:00:0{i}.000000Z" for i in range(4))
 
 
 def timeline(*changes: Change, rows: dict[str, Row] | None = None) -> Timeline:

@@ -13,6 +13,7 @@ that case)."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -97,8 +98,11 @@ def _bulk_across_deletion(tenant: Api, agent: Api, agent_id: str) -> tuple[httpx
                                                                             str, list[str]]:
     """A bulk of 100 items by the agent's key; the agent deleted once its first row is
     stored. Returns the bulk's answer, the deletion's answer time and the rows' created_at."""
-    items = [{"content": f"In flight item {chr(97 + i // 26)}{chr(97 + i % 26)} of the bulk "
-                         "across the deletion"} for i in range(100)]
+    # ~4,000 characters of words of its own per item: the bulk embeds its chunks off the
+    # event loop (pipeline/bulk.py), so the deletion can land between two chunks
+    items = [{"content": "In flight item " + " ".join(
+        hashlib.sha256(f"{i}:{j}".encode()).hexdigest()[:9] for j in range(400))}
+        for i in range(100)]
     out: dict[str, httpx.Response] = {}
 
     def send() -> None:

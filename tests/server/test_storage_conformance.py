@@ -35,6 +35,7 @@ from reference_server.storage import (
     IdempotencyRecord,
     KeyRow,
     ListFilter,
+    NewMemory,
     SqliteStorage,
     Storage,
     open_storage,
@@ -305,6 +306,36 @@ def test_insert_read_back_and_survive_reopen(open_store: Callable[[], Storage]) 
     assert store.find_exact_duplicate("t1", None, "a1", "h-m1") == "m1"
     assert store.find_exact_duplicate("t1", "f1", "a1", "h-m1") is None
     assert store.find_exact_duplicate("t1", None, "a2", "h-m1") is None
+
+
+def test_insert_memories_commits_a_chunk_together_in_order(store: Storage) -> None:
+    """A bulk chunk: rows, links, jobs and idempotency records in one transaction, rowids in
+    the given order (similarity ties rank in insertion order), all or nothing."""
+    rng = np.random.default_rng(9)
+    v = unit(rng)
+    idem = IdempotencyRecord("t1", "idem-c", "rh", 201, '{"id": "c2"}')
+    chunk = [NewMemory(memory("c1"), v, [("e1", "subject")], 50.0),
+             NewMemory(memory("c2"), v, (), None, idem),
+             NewMemory(memory("c3", metadata=None), None, [("e2", None), ("e3", "object")], 60.0)]
+    store.insert_memories(chunk)
+    assert [strip(store.get_memory("t1", m.row["id"])) for m in chunk] == [m.row for m in chunk]
+    assert store.get_memory("t1", "c3")["embedding"] is None
+    rowids, sims = store.ranked_by_similarity("t1", v, 0.99)  # c1 and c2 tie: in order
+    assert [store.rows_by_rowids(rowids.tolist())[r]["id"] for r in rowids.tolist()] \
+        == ["c1", "c2"]
+    assert {k: sorted(x["entity_id"] for x in ls)
+            for k, ls in store.entity_links_of(["c1", "c2", "c3"]).items()} \
+        == {"c1": ["e1"], "c3": ["e2", "e3"]}
+    assert store.due_jobs(100.0) == [("c1", "t1"), ("c3", "t1")]
+    assert not store.detection_pending("c2")
+    assert store.get_idempotency("t1", "idem-c") == idem
+    # a chunk with a row that cannot be stored (an id already taken) stores none of its rows
+    with pytest.raises(Exception):  # noqa: B017 - each driver names its integrity error
+        store.insert_memories([NewMemory(memory("c4"), v, [("e4", None)], 70.0),
+                               NewMemory(memory("c1"), v)])
+    assert store.get_memory("t1", "c4") is None and store.entity_links_of(["c4"]) == {}
+    assert store.due_jobs(100.0) == [("c1", "t1"), ("c3", "t1")]
+    store.insert_memories([])  # nothing to do
 
 
 def test_client_request_and_rowids(store: Storage) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import random
+
 import numpy as np
 import pytest
 
@@ -9,7 +12,7 @@ from reference_server.governance.profiles import PROFILES, get_profile
 from reference_server.governance.ratelimit import parse_rate
 from reference_server.pipeline import search as search_pipeline
 from reference_server.pipeline import write as write_pipeline
-from reference_server.pipeline.embedding import HashingEmbedder, keyword_score
+from reference_server.pipeline.embedding import HashingEmbedder, keyword_score, tokens
 
 
 def test_embedder_is_deterministic_and_overlap_ranks_higher() -> None:
@@ -21,6 +24,46 @@ def test_embedder_is_deterministic_and_overlap_ranks_higher() -> None:
     far = float(a.embed(text) @ a.embed("Quarterly budget review for marketing"))
     assert close > 0.7 > 0.3 > far
     assert not a.embed("").any()  # no words: the zero vector, never NaN
+
+
+def word_vector(word: str, dim: int = 384) -> np.ndarray:
+    """The definition: a generator seeded with sha256(word)'s first 8 bytes, little-endian."""
+    seed = int.from_bytes(hashlib.sha256(word.encode("utf-8")).digest()[:8], "little")
+    return np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+
+
+def running_sum_embedding(text: str) -> np.ndarray:
+    """The definition: the word vectors added one after another (float32), normalised."""
+    total = np.zeros(384, dtype=np.float32)
+    for word in tokens(text):
+        total += word_vector(word)
+    norm = float(np.linalg.norm(total))
+    return total / norm if norm > 0 else total
+
+
+def test_embedder_fast_path_makes_the_defined_vectors_bit_for_bit() -> None:
+    """The vectorized seeding (pipeline/embedding.py `seed_states`, `pcg64_seeded`) gives
+    every word the vector of its own `default_rng`, and a text the running sum's rounding:
+    stored embeddings, and so every similarity, are what they were before the bulk speed-up."""
+    rng = random.Random(25)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789_éßж中"
+    words = ["", "a", "0", "ledger", "Zürich", "中文"] + [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 14))) for _ in range(3000)]
+    embedder = HashingEmbedder()
+    made = embedder.word_vectors(words)
+    assert made.dtype == np.float32 and made.shape == (len(words), 384)
+    for word, vector in zip(words, made, strict=True):
+        assert np.array_equal(vector, word_vector(word)), word
+    texts = [" ".join(rng.choice(words[1:400]) for _ in range(rng.randint(0, 700)))
+             for _ in range(40)] + ["", "  ", "The ledger service runs in Frankfurt"]
+    fresh = HashingEmbedder()
+    many = fresh.embed_many(texts)
+    for text, vector in zip(texts, many, strict=True):
+        expected = running_sum_embedding(text)
+        assert np.array_equal(vector, expected)
+        assert np.array_equal(HashingEmbedder().embed(text), expected)  # one at a time
+        assert np.array_equal(fresh.embed(text), expected)  # from the caches
+        assert not vector.flags.writeable
 
 
 def test_keyword_score_counts_distinct_query_words() -> None:

@@ -42,7 +42,7 @@ from fleetprobe.experiments.matrix.build import (
 from fleetprobe.experiments.matrix.probes import PROBES
 from fleetprobe.experiments.matrix.run import lifted
 from fleetprobe.experiments.matrix.state import Wire, fleet_id, plan_fleet, remember, wire
-from fleetprobe.plans import salted, spelled
+from fleetprobe.plans import rng, salted, spelled
 from fleetprobe.runner import (
     Checker,
     ClientParams,
@@ -65,6 +65,7 @@ class DynamicsParams(ExperimentParams):
     rounds_after: int = Field(4, ge=1)
     expire_s: float = Field(1.5, gt=0, description="an expiring row's life after its write")
     inflight_items: int = Field(100, ge=1, le=100)
+    inflight_words: int = Field(400, ge=0, le=1000, description="words per in-flight item")
     inflight_delay_s: float = Field(0.0, ge=0)
     search_top_k: int = Field(10, ge=1, le=20)
     settle_s: float = Field(0.3, ge=0)
@@ -315,8 +316,13 @@ async def inflight(ctx: RunContext, w: Wire, change: ChangeSpec) -> None:
     subject = change.subject
     spec = ctx.plan.world.principals[subject]
     cred = w.creds[subject]
+    # long items of words of their own: a server that embeds a bulk in chunks off its event
+    # loop (the bundled one) can take the change between two chunks
+    words = rng(ctx.params.seed, f"dynamics:inflight:{change.change_id}")
     items = [{"content": salted(f"Dynamics in flight {change.change_id} item {spelled(i, 3)} "
-                                f"of {spec.name}", ctx.nonce)}
+                                f"of {spec.name} " + " ".join(
+                                    spelled(words.getrandbits(24), 6)
+                                    for _ in range(ctx.params.inflight_words)), ctx.nonce)}
              for i in range(ctx.params.inflight_items)]
     body = {"tenant_id": cred.tenant_id, "agent_id": w.agent_ids[subject],
             "fleet_id": fleet_id(ctx, spec.home), "visibility": "scope_team", "items": items}
