@@ -41,6 +41,7 @@ from fleetprobe.experiments.matrix.build import (
 )
 from fleetprobe.experiments.matrix.probes import PROBES
 from fleetprobe.experiments.matrix.run import lifted
+from fleetprobe.experiments.matrix.run import not_applicable as matrix_not_applicable
 from fleetprobe.experiments.matrix.state import Wire, fleet_id, plan_fleet, remember, wire
 from fleetprobe.plans import rng, salted, spelled
 from fleetprobe.runner import (
@@ -114,15 +115,27 @@ async def round_(ctx: RunContext, w: Wire, change: ChangeSpec, n: int,
     for probe in change.probes:
         if probe.row not in w.memory_ids or probe.who not in creds:
             continue
-        if probe.path == "entity" and probe.row in w.unlinked:  # the census found no link
+        reason = probe_not_applicable(ctx, w, probe)
+        if reason is not None:  # recorded once, in the first round
             if n == 0:
-                ctx.record("probe", na=w.unlinked[probe.row], change_id=change.change_id,
+                ctx.record("probe", na=reason, change_id=change.change_id,
                            probe_id=f"{probe.probe_id}.{n}", round=n, who=probe.who,
                            path=probe.path, row_key=probe.row, family=FAMILIES[probe.path])
             continue
         cred, gen = creds[probe.who]
         jobs.append(send(ctx, w, change, probe, n, cred, gen))
     await ctx.gather(jobs, desc=f"{change.change_id} round {n}")
+
+
+def probe_not_applicable(ctx: RunContext, w: Wire, probe: Any) -> str | None:
+    """The matrix's reasons (a backend's "not supported", a link the target did not keep),
+    and a replay probe of a row written without the key it replays."""
+    reason = matrix_not_applicable(ctx, w, probe)
+    if reason is None and probe.path == "bulk_attempt" and probe.row not in w.attempts:
+        reason = "the row was written without a bulk attempt id (no bulk endpoint)"
+    if reason is None and probe.path == "idempotency" and probe.row not in w.idempotency:
+        reason = "the row was written without an Idempotency-Key"
+    return reason
 
 
 def credentials(ctx: RunContext, w: Wire, change: ChangeSpec) -> dict[str, tuple[Credential, int]]:
@@ -158,6 +171,8 @@ async def episode(ctx: RunContext, change: ChangeSpec) -> None:
 def not_applicable(ctx: RunContext, w: Wire, change: ChangeSpec) -> str | None:
     if ctx.tenant.asserts_identity and change.kind in ("revoke_key", "inflight_revoke"):
         return NA_KEYS
+    if change.kind in INFLIGHT_CHANGES and "bulk" in w.unsupported:
+        return f"no bulk write to keep in flight: {w.unsupported['bulk']}"
     if change.subject in w.missing_principals:
         return f"subject missing: {w.missing_principals[change.subject]}"
     if change.subject in w.unbuilt:
