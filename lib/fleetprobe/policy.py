@@ -22,7 +22,8 @@ Words used throughout:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Literal
 
 Decision = Literal["allow", "may", "deny"]
@@ -160,6 +161,9 @@ class Row:
     owner: str | None
     status: str = "active"
     deleted: bool = False
+    # when the row stops existing by itself (UTC ISO 8601, as the trace writes times): from
+    # then on it is judged as a deleted row (`at`: the timed policy below)
+    expires_at: str | None = None
 
 
 def relation(p: Principal, row: Row) -> str:
@@ -275,3 +279,111 @@ def paper_expected(secret_scope: str, relation_: str) -> Decision:
     if secret_scope == "agent":
         return ALLOW if relation_ == "same_agent" else DENY
     return ALLOW if relation_ in ("same_agent", "same_fleet") else DENY
+
+
+# -- time: the policy at the moment an answer was given (the `dynamics` experiment) ---------
+# A world changes: a credential is revoked, an agent deleted or re-created, its trust or home
+# changed, a row deleted, re-homed or past its `expires_at`. The decision for a request is
+# the policy applied to the world as it stood when the server answered. The client knows
+# that moment only within the request's own interval (sent, answered), and a change's within
+# (`sent`, `at`: when its acknowledgement arrived). So the world at the request's sending
+# (changes acknowledged by then) and the world at its answer (changes requested by then) are
+# both possible; where they decide differently the request is judged MAY (either is right).
+# A row's `expires_at` is exact: it is past for a request answered after it. A credential
+# whose grant is gone (its key revoked, its agent deleted) is denied everything.
+
+
+@dataclass(frozen=True)
+class Change:
+    """One acknowledged change: a principal's record or grant, or a row, as it is after."""
+
+    sent: str
+    at: str
+    principal: str | None = None  # principal key whose record changes
+    state: Principal | None = None  # the record after; None: the agent no longer exists
+    credential: str | None = None  # a credential (`<principal>#<generation>`) revoked
+    row: str | None = None
+    row_state: Row | None = None
+
+
+def expired(row: Row, at: str) -> Row:
+    """The row at `at`: one whose `expires_at` has passed is judged as deleted."""
+    if row.expires_at is not None and row.expires_at <= at and not row.deleted:
+        return replace(row, deleted=True)
+    return row
+
+
+@dataclass
+class World:
+    """Principals, live credentials and rows at one moment."""
+
+    principals: dict[str, Principal | None]
+    rows: dict[str, Row]
+    revoked: set[str]
+
+    def grant(self, who: str, credential: str) -> Principal | None:
+        """Who `credential` speaks as (None: no grant at all)."""
+        if credential in self.revoked:
+            return None
+        return self.principals.get(who)
+
+
+class Timeline:
+    """The world at any moment, from the world before the first change and the changes."""
+
+    def __init__(self, principals: dict[str, Principal], rows: dict[str, Row],
+                 changes: Iterable[Change]) -> None:
+        self.start = World(dict(principals), dict(rows), set())
+        self.changes = sorted(changes, key=lambda c: c.at)
+
+    def at(self, t: str, skip_pending: bool = True) -> World:
+        """The world at `t`: every change acknowledged by then applied (with
+        `skip_pending=False`, also those still in flight at `t`)."""
+        world = World(dict(self.start.principals), dict(self.start.rows),
+                      set(self.start.revoked))
+        for c in self.changes:
+            if c.at <= t or (not skip_pending and c.sent <= t):
+                _apply(world, c)
+        world.rows = {k: expired(r, t) for k, r in world.rows.items()}
+        return world
+
+
+def _apply(world: World, c: Change) -> None:
+    if c.principal is not None:
+        world.principals[c.principal] = c.state
+    if c.credential is not None:
+        world.revoked.add(c.credential)
+    if c.row is not None and c.row_state is not None:
+        world.rows[c.row] = c.row_state
+
+
+def decide(world: World, who: str, credential: str, row_key: str, path: str,
+           fleet: str | None = None) -> Decision | None:
+    """The policy's decision for one request in `world` (None: the row is unknown).
+    `fleet`: for a write, the fleet it names or landed in."""
+    row = world.rows.get(row_key)
+    if row is None:
+        return None
+    p = world.grant(who, credential)
+    if p is None:
+        return DENY
+    kind = PATHS[path].kind
+    if kind in ("read", "reveal"):
+        return read(p, row, path)
+    if kind == "write":
+        return write(p, row.tenant, fleet)
+    if kind == "change":
+        return change(p, row)
+    if kind == "identity":
+        return ALLOW if relation(p, row) == "own" else DENY
+    return None
+
+
+def decide_at(timeline: Timeline, sent: str, answered: str, who: str, credential: str,
+              row_key: str, path: str, fleet: str | None = None) -> Decision | None:
+    """The decision at the moment the server answered, somewhere between `sent` and
+    `answered`: MAY where the earliest and the latest world it may have seen differ."""
+    early = decide(timeline.at(sent), who, credential, row_key, path, fleet)
+    late = decide(timeline.at(answered, skip_pending=False), who, credential, row_key, path,
+                  fleet)
+    return early if early == late else MAY

@@ -145,7 +145,11 @@ async def delete_agent(agent_id: str, caller: CallerDep, state: StateDep,
     caller.enforce_not_agent("delete agents")
     tenant = _tenant_of(caller, tenant_id)
     caller.enforce_tenant(tenant)
-    if not state.storage.delete_agent(tenant, agent_id):
+    # hardened: its rows pass to an owner id nobody holds, so a later agent of the same id
+    # inherits none of them (the tenant credential still reads them)
+    retired = (f"{agent_id}~retired~{uuid.uuid4().hex[:12]}"
+               if state.profile.hardening.deleted_agent_rows_retired else None)
+    if not state.storage.delete_agent(tenant, agent_id, retired):
         raise ApiError(404, f"Agent '{agent_id}' not found")
     return Response(status_code=204)
 

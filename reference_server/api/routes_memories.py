@@ -200,17 +200,20 @@ async def write_bulk(body: BulkMemoryCreate, request: Request, caller: CallerDep
         make_context=lambda item, request_id: _write_context(
             state, body.tenant_id, agent, fleet, body.visibility, item,
             client_request_id=request_id),
-        on_detection_scheduled=state.detector.wake.set)
+        on_detection_scheduled=state.detector.wake.set,
+        grant_withdrawn=(lambda: state.keys.grant_withdrawn(
+            caller, request.headers.get("x-api-key"), body.tenant_id, agent.agent_id))
+        if state.profile.hardening.bulk_stops_at_revocation else None)
     results = await run_bulk(bulk, body.items)
     counts = {s: sum(r["status"] == s for r in results)
               for s in ("created", "error")}
     duplicates = len(results) - counts["created"] - counts["error"]
     mixed = 0 < counts["error"] < len(results)
-    return JSONResponse({"created": counts["created"], "duplicates": duplicates,
-                         "errors": counts["error"],
-                         "bulk_ms": int((time.perf_counter() - started) * 1000),
-                         "results": results}, status_code=207 if mixed else 200,
-                        headers=headers)
+    out = {"created": counts["created"], "duplicates": duplicates, "errors": counts["error"],
+           "bulk_ms": int((time.perf_counter() - started) * 1000), "results": results}
+    if bulk.stopped:  # hardened: the bulk stopped at a revocation; how far it got, and why
+        out |= {"written": counts["created"], "stopped": bulk.stopped}
+    return JSONResponse(out, status_code=207 if mixed else 200, headers=headers)
 
 
 def _valid_attempt_id(value: str) -> bool:

@@ -121,6 +121,18 @@ class KeyRegistry:
         return Caller(tenant_id=tenant, agent_id=headers.get("x-agent-id") or None,
                       kind="headers")
 
+    def grant_withdrawn(self, caller: Caller, raw_key: str | None, tenant_id: str,
+                        agent_id: str | None) -> str | None:
+        """Why a request that was authorised at its start no longer is (None: it still is):
+        its agent key revoked, or the agent it writes as deleted. Asked between the items of
+        a long request (a bulk write) by a profile that stops at a revocation."""
+        if caller.kind == "agent_key" and raw_key and self.storage.find_key(
+                hash_key(raw_key)) is None:
+            return "the API key was revoked"
+        if agent_id is not None and self.storage.get_agent(tenant_id, agent_id) is None:
+            return f"agent '{agent_id}' was deleted"
+        return None
+
     def peek(self, headers: Headers) -> Caller | None:
         """Resolve without raising (for /whoami, which always answers 200)."""
         try:

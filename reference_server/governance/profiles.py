@@ -114,6 +114,18 @@ class Hardening:
     dedup_readable_only: bool = False
     # redistribute moves only rows the requester may change
     redistribute_row_scope: bool = False
+    # --- governance over time (issue 24, the `dynamics` experiment) ---
+    # a row past its `expires_at` is gone from every path (GET, contradictions, entity
+    # links, list, search and recall, duplicate gates), as a soft-deleted row is; MemClaw
+    # stores expires_at and filters on it nowhere (WIRE.md, storage columns)
+    expired_rows_hidden: bool = False
+    # deleting an agent retires its rows to an owner id nobody holds, so an agent re-created
+    # under the same id owns nothing its predecessor wrote (MemClaw: rows belong to the id)
+    deleted_agent_rows_retired: bool = False
+    # a bulk write re-checks its caller's grant (agent record and key) before each item and
+    # stops at a revocation, answering how many items it wrote (MemClaw: checked once, at
+    # the start; the items after a deletion are written under the deleted agent's id)
+    bulk_stops_at_revocation: bool = False
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..storage import AgentRow
+from ..storage import AgentRow, now_iso
 from .profiles import Profile
 
 CROSS_FLEET_READ_TRUST = 2
@@ -62,6 +62,12 @@ def lexically_matched(scope: SearchScope, row: dict) -> bool:
     return bool(scope.query_terms) and scope.query_terms <= lexical_terms(row["content"])
 
 
+def expired(profile: Profile, row: dict) -> bool:
+    """A row past its `expires_at`, where the profile forgets such rows (hardened)."""
+    return (profile.hardening.expired_rows_hidden and row.get("expires_at") is not None
+            and row["expires_at"] <= now_iso())
+
+
 def row_access_allowed(profile: Profile, viewer: Viewer, row: dict, write: bool = False) -> bool:
     """MemClaw's `authorize_memory_access` (WIRE.md 4.4)."""
     if not profile.governed or viewer.agent_id is None:
@@ -79,6 +85,8 @@ def row_access_allowed(profile: Profile, viewer: Viewer, row: dict, write: bool 
 def byid_read_allowed(profile: Profile, viewer: Viewer, row: dict) -> bool:
     """GET by id, contradictions, entity linked memories. As measured on 2026-05-30 the
     handler checked the tenant only (the caller's tenant was already enforced)."""
+    if expired(profile, row):
+        return False
     if not profile.byid_read_scope:
         return True
     return row_access_allowed(profile, viewer, row)
@@ -90,6 +98,8 @@ def list_row_visible(profile: Profile, viewer: Viewer, row: dict,
     `access` is whose by-id rule `list_row_access` applies (default the viewer; hardened: the
     credential's own identity, never a filter's). The list `fleet_id` filter is strict and
     applied by the store."""
+    if expired(profile, row):
+        return False
     if not profile.governed:
         return True
     access = access or viewer
@@ -103,7 +113,7 @@ def list_row_visible(profile: Profile, viewer: Viewer, row: dict,
 
 def search_row_visible(profile: Profile, scope: SearchScope, row: dict) -> bool:
     """SEARCH-LEAK.md section 5, rules 4 to 7, for one candidate row."""
-    if row["deleted_at"] is not None:
+    if row["deleted_at"] is not None or expired(profile, row):
         return False
     if profile.governed:
         if scope.fleet_ids and not (row["fleet_id"] in scope.fleet_ids
@@ -148,6 +158,9 @@ def search_predicate_sql(profile: Profile, scope: SearchScope,
     tests/server/test_storage_conformance.py checks both agree on every row and principal
     of an enumerated set. `mark` is the driver's placeholder."""
     where, args = ["deleted_at IS NULL"], []
+    if profile.hardening.expired_rows_hidden:
+        where.append(f"(expires_at IS NULL OR expires_at > {mark})")
+        args.append(now_iso())
     if profile.governed:
         if scope.fleet_ids:
             if mark == "%s":  # psycopg: one array parameter, whatever the list's length

@@ -71,18 +71,34 @@ class BulkWrite:
     # (item fields, stored client_request_id) -> the item's write context
     make_context: Callable[[MemoryFields, str], WriteContext]
     on_detection_scheduled: Callable[[], None] | None = None
+    # hardened (`bulk_stops_at_revocation`): why the caller's grant is gone, asked before
+    # each chunk's commit (None: still granted); `stopped` is set when the bulk stopped there
+    grant_withdrawn: Callable[[], str | None] | None = None
+    stopped: str | None = None
 
 
 async def run_bulk(bulk: BulkWrite, items: Sequence[MemoryFields]) -> list[dict[str, Any]]:
     """Each item's answer entry, in order (`created`, `duplicate_attempt`,
     `duplicate_content` or `error`)."""
     entries = [bulk_item(bulk, i, item) for i, item in enumerate(items)]
-    for chunk in chunks(entries):
+    for n, chunk in enumerate(chunks(entries)):
         ready = await prepare(bulk, chunk)
-        # Nothing awaits from here until the chunk is committed. A per-chunk authorization
-        # re-check (is the writer still allowed?) belongs here, at the top of this turn.
+        # Nothing awaits from here until the chunk is committed: a grant checked here holds
+        # for the chunk's rows (a revocation acknowledged before lands before the check)
+        bulk.stopped = bulk.grant_withdrawn() if bulk.grant_withdrawn else None
+        if bulk.stopped:
+            stop(entries, n, bulk.stopped)
+            break
         gate_and_commit(bulk, ready)
     return [e.result for e in entries]
+
+
+def stop(entries: list[BulkItem], chunk: int, reason: str) -> None:
+    """Every item from the chunk the grant was found withdrawn at on: not written, why."""
+    first = sum(len(c) for c in list(chunks(entries))[:chunk])
+    for entry in entries[first:]:
+        entry.result |= {"status": "error", "id": None,
+                         "error": f"not written: {reason} while the bulk ran"}
 
 
 def bulk_item(bulk: BulkWrite, index: int, fields: MemoryFields) -> BulkItem:

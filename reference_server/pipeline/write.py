@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..governance.profiles import Profile
-from ..governance.scope import Viewer, row_access_allowed
+from ..governance.scope import Viewer, expired, row_access_allowed
 from ..storage import LIVE_STATUSES, AgentRow, IdempotencyRecord, NewMemory, Storage, now_iso
 from ..storage import monotonic_due as due_in
 from ..wire.errors import ApiError
@@ -150,6 +150,9 @@ async def embed(ctx: WriteContext) -> None:
 def check_exact_duplicate(ctx: WriteContext) -> None:
     existing = ctx.storage.find_exact_duplicate(ctx.tenant_id, ctx.fleet_id,
                                                 ctx.agent.agent_id, ctx.content_hash)
+    if existing and ctx.profile.hardening.expired_rows_hidden:
+        row = ctx.storage.get_memory(ctx.tenant_id, existing)  # a forgotten row is no twin
+        existing = None if row is None or expired(ctx.profile, row) else existing
     if not existing and ctx.pending is not None:
         existing = ctx.pending.exact_duplicate(ctx.fleet_id, ctx.agent.agent_id,
                                                ctx.content_hash)
@@ -200,6 +203,8 @@ def _same_dedup_scope(ctx: WriteContext, row: dict) -> bool:
     if ctx.profile.hardening.dedup_readable_only and not row_access_allowed(
             ctx.profile, Viewer(ctx.agent.agent_id, ctx.agent), row):
         return False  # hardened: a row the writer may not read is no duplicate to report
+    if expired(ctx.profile, row):
+        return False
     return (row["fleet_id"] == ctx.fleet_id and row["visibility"] == ctx.visibility
             and row["status"] in LIVE_STATUSES and row["deleted_at"] is None)
 

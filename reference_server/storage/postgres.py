@@ -324,15 +324,19 @@ class PostgresStorage:
                 (agent.tenant_id, agent.agent_id, agent.fleet_id, agent.display_name,
                  agent.trust_level, agent.created_at or now, now))
 
-    def delete_agent(self, tenant_id: str, agent_id: str) -> bool:
-        """The agent row and every key of the agent, in one transaction (its memories stay).
-        False when there was no such agent."""
+    def delete_agent(self, tenant_id: str, agent_id: str,
+                     retire_rows_to: str | None = None) -> bool:
+        """The agent row and every key of the agent, in one transaction (its memories stay,
+        passed to `retire_rows_to` when given). False when there was no such agent."""
         with self._tx() as cur:
             cur.execute("DELETE FROM agents WHERE tenant_id = %s AND agent_id = %s",
                         (tenant_id, agent_id))
             deleted = cur.rowcount == 1
             cur.execute("DELETE FROM api_keys WHERE tenant_id = %s AND agent_id = %s",
                         (tenant_id, agent_id))
+            if retire_rows_to is not None and deleted:
+                cur.execute("UPDATE memories SET agent_id = %s WHERE tenant_id = %s "
+                            "AND agent_id = %s", (retire_rows_to, tenant_id, agent_id))
             return deleted
 
     # memories ----------------------------------------------------------------------------

@@ -42,8 +42,10 @@ class Storage(Protocol):
     def find_key(self, key_hash: str) -> KeyRow | None: ...
     def get_agent(self, tenant_id: str, agent_id: str) -> AgentRow | None: ...
     def upsert_agent(self, agent: AgentRow) -> None: ...
-    def delete_agent(self, tenant_id: str, agent_id: str) -> bool:
-        """Remove the agent row and revoke all its keys; False if it did not exist."""
+    def delete_agent(self, tenant_id: str, agent_id: str,
+                     retire_rows_to: str | None = None) -> bool:
+        """Remove the agent row and revoke all its keys; False if it did not exist. With
+        `retire_rows_to`, its memories pass to that owner id in the same transaction."""
 
     # memories
     def insert_memory(self, row: dict, embedding: np.ndarray | None,

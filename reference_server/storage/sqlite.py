@@ -259,14 +259,18 @@ class SqliteStorage:
                  agent.trust_level, agent.created_at or now, now),
             )
 
-    def delete_agent(self, tenant_id: str, agent_id: str) -> bool:
-        """The agent row and every key of the agent, in one transaction (its memories stay).
-        False when there was no such agent."""
+    def delete_agent(self, tenant_id: str, agent_id: str,
+                     retire_rows_to: str | None = None) -> bool:
+        """The agent row and every key of the agent, in one transaction (its memories stay,
+        passed to `retire_rows_to` when given). False when there was no such agent."""
         with self._tx() as db:
             cur = db.execute("DELETE FROM agents WHERE tenant_id = ? AND agent_id = ?",
                              (tenant_id, agent_id))
             db.execute("DELETE FROM api_keys WHERE tenant_id = ? AND agent_id = ?",
                        (tenant_id, agent_id))
+            if retire_rows_to is not None and cur.rowcount == 1:
+                db.execute("UPDATE memories SET agent_id = ? WHERE tenant_id = ? "
+                           "AND agent_id = ?", (retire_rows_to, tenant_id, agent_id))
             return cur.rowcount == 1
 
     # memories ----------------------------------------------------------------------------

@@ -928,3 +928,120 @@ SELECT run_id, run_profile AS profile, path,
        coalesce(min(what) FILTER (WHERE verdict = 'n/a' AND what LIKE 'not supported%'),
                 min(what) FILTER (WHERE verdict = 'n/a'))      AS na_reason
 FROM matrix_verdicts WHERE path NOT LIKE 'paper_%' AND NOT is_effect GROUP BY ALL;
+
+-- ---------------------------------------------------------------------------------------
+-- Dynamics (governance over time; not in the paper). Verdicts are the checker's judgement of
+-- each probe by the timed policy (lib/fleetprobe/policy.py, Timeline: the policy at the
+-- moment the server answered); `when` places an answer before, during (sent before the
+-- change's acknowledgement, answered after) or after the change; `since_change_ms` is its
+-- answer time minus the acknowledgement. Changes that forget a row: soft_delete*, expire.
+-- ---------------------------------------------------------------------------------------
+
+CREATE VIEW dynamics_verdicts AS
+SELECT v.*, r.profile AS run_profile, r.target_kind AS run_target_kind,
+       v.change IN ('soft_delete', 'soft_delete_single', 'expire') AS forgets
+FROM events v JOIN runs r USING (run_id)
+WHERE v.experiment = 'dynamics' AND v.phase = 'verdict';
+
+-- the run each (profile, target kind) is reported by: complete first, then the largest
+CREATE VIEW dynamics_canonical AS
+SELECT run_id, profile, target_kind, started_at FROM (
+    SELECT run_id, profile, target_kind, started_at,
+           row_number() OVER (PARTITION BY profile, target_kind
+                              ORDER BY complete DESC, n_events DESC, started_at DESC) AS rank
+    FROM runs WHERE experiment = 'dynamics')
+WHERE rank = 1;
+
+-- one series = one (prober, credential, path, row) probed across one change. Answers after
+-- the change's acknowledgement that the policy denies: how many still returned (stale), and
+-- when the first denial came (NULL: never denied while probed; the series is censored)
+CREATE VIEW dynamics_series AS
+SELECT run_id, run_profile AS profile, change_id, change, who, credential, path, family,
+       row_key,
+       count(*) FILTER (WHERE "when" = 'after' AND expected = 'deny')            AS denied_after,
+       count(*) FILTER (WHERE "when" = 'after' AND verdict = 'leak')             AS stale,
+       min(since_change_ms) FILTER (WHERE "when" = 'after' AND expected = 'deny'
+                                    AND verdict = 'ok')                          AS first_denial_ms,
+       max(since_change_ms) FILTER (WHERE "when" = 'after' AND verdict = 'leak') AS last_stale_ms,
+       arg_min(probe_id, since_change_ms) FILTER (WHERE "when" = 'after' AND verdict = 'leak')
+                                                                                 AS example_probe
+FROM dynamics_verdicts WHERE path <> 'bulk_inflight' AND verdict NOT IN ('n/a', 'error')
+GROUP BY ALL;
+
+-- stale-access window per change x path: over the series the policy denies after the change,
+-- the time from the acknowledgement to the first denial (p50, p99, max over the series that
+-- were denied), the series never denied while probed, and the answers after the change the
+-- policy denies that still returned the row (or wrote)
+CREATE VIEW dynamics_windows AS
+SELECT run_id, profile, change, path,
+       count(*)                                                  AS series,
+       count(*) FILTER (WHERE first_denial_ms IS NULL)           AS never_denied,
+       sum(denied_after)                                         AS denied_answers,
+       sum(stale)                                                AS stale_answers,
+       quantile_cont(first_denial_ms, 0.5)                       AS p50_ms,
+       quantile_cont(first_denial_ms, 0.99)                      AS p99_ms,
+       max(first_denial_ms)                                      AS max_ms,
+       max(last_stale_ms)                                        AS last_stale_ms,
+       min(example_probe)                                        AS example_probe
+FROM dynamics_series WHERE denied_after > 0
+GROUP BY ALL ORDER BY run_id, change, path;
+
+-- forget failures: answers after a row was soft-deleted or expired that returned it (or a
+-- derived artefact naming it: entity links, duplicate answers, replays), over the answers
+-- the policy denies on those changes; one line per run, path
+CREATE VIEW dynamics_forget_failures AS
+SELECT run_id, run_profile AS profile, change, path,
+       count(*) FILTER (WHERE forget)                            AS numerator,
+       count(*) FILTER (WHERE expected = 'deny')                 AS denominator,
+       arg_min(probe_id, seq) FILTER (WHERE forget)              AS example_probe
+FROM dynamics_verdicts
+WHERE forgets AND "when" = 'after' AND verdict NOT IN ('n/a', 'error')
+GROUP BY ALL ORDER BY run_id, change, path;
+
+-- in-flight effects: rows a bulk started before an agent deletion or key revocation wrote
+-- after the change was acknowledged (server created_at), with what the bulk answered
+CREATE VIEW dynamics_inflight AS
+SELECT v.run_id, v.run_profile AS profile, v.change, i.planned_items, i.created, i.written,
+       i.written_count, coalesce(v.n_after, 0) AS written_after, v.since_change_ms AS last_after_ms,
+       i.status AS bulk_status, v.verdict, v.what
+FROM dynamics_verdicts v
+JOIN events i ON i.run_id = v.run_id AND i.phase = 'inflight' AND i.change_id = v.change_id
+WHERE v.path = 'bulk_inflight' ORDER BY v.run_id, v.change;
+
+-- identity reuse: what an agent re-created under a deleted agent's id reads of the rows its
+-- predecessor owned (answers after the re-creation that the policy denies, and those returned)
+CREATE VIEW dynamics_identity_reuse AS
+SELECT run_id, run_profile AS profile, path,
+       count(*) FILTER (WHERE verdict = 'leak')                  AS numerator,
+       count(*) FILTER (WHERE expected = 'deny')                 AS denominator,
+       arg_min(probe_id, seq) FILTER (WHERE verdict = 'leak')    AS example_probe
+FROM dynamics_verdicts
+WHERE change = 'recreate_agent' AND "when" = 'after' AND verdict NOT IN ('n/a', 'error')
+GROUP BY ALL ORDER BY run_id, path;
+
+-- the parts of MGS (in the manner of GateMem), one line per run: miss = reads the policy
+-- allows that a must-return path withheld, over allowed reads; leak = answers the policy
+-- denies that returned (revealed, wrote), over denied answers (in-flight bulks count one
+-- each); forget = forget failures over denied answers on forgotten rows.
+-- MGS = (1 - miss)(1 - leak)(1 - forget), computed in Python with the parts' intervals.
+CREATE VIEW dynamics_mgs_parts AS
+SELECT run_id, run_profile AS profile,
+       count(*) FILTER (WHERE verdict = 'miss')                                  AS miss_k,
+       count(*) FILTER (WHERE expected = 'allow' AND family NOT IN ('write', 'in flight')
+                        AND verdict NOT IN ('n/a', 'error'))                     AS miss_n,
+       count(*) FILTER (WHERE verdict = 'leak')                                  AS leak_k,
+       count(*) FILTER (WHERE expected = 'deny' AND verdict NOT IN ('n/a', 'error'))
+                                                                                 AS leak_n,
+       count(*) FILTER (WHERE forget AND forgets AND "when" = 'after')           AS forget_k,
+       count(*) FILTER (WHERE forgets AND "when" = 'after' AND expected = 'deny'
+                        AND verdict NOT IN ('n/a', 'error'))                     AS forget_n,
+       count(*) FILTER (WHERE verdict = 'n/a')                                   AS not_applicable,
+       count(*) FILTER (WHERE verdict = 'error')                                 AS errors
+FROM dynamics_verdicts GROUP BY ALL;
+
+-- the timeline figure: every judged answer with its time since its change, whether the row
+-- came back (or the write landed) and whether the timed policy allowed it
+CREATE VIEW dynamics_timeline AS
+SELECT run_id, run_profile AS profile, change_id, change, family, path, who, row_key,
+       since_change_ms, "when", expected, verdict, returned
+FROM dynamics_verdicts WHERE verdict NOT IN ('n/a', 'error') AND path <> 'bulk_inflight';

@@ -28,14 +28,16 @@ BOOLEAN_FIELDS = (
     "complete", "accurate", "depth_faithful", "visible", "flipped",
     "deleted", "cross_tenant", "registered",  # matrix
     "acknowledged", "found", "ok",  # faults
+    "applied", "forget",  # dynamics
 )
 INTEGER_FIELDS = (
     "seq", "status", "attempts", "trust", "write_index", "n_admitted", "active_rows", "hop",
     "depth_planned", "depth_observed", "writes_admitted", "poll_count", "requester_trust",
     "moved",
     "attempt", "step_index", "injected_status", "checked", "violations",  # faults
+    "round", "planned_items", "written", "written_count", "n_after",  # dynamics
 )
-DOUBLE_FIELDS = ("latency_ms", "time_to_visible_ms", "delay_ms")
+DOUBLE_FIELDS = ("latency_ms", "time_to_visible_ms", "delay_ms", "since_change_ms")
 FIELD_TYPES = {
     **dict.fromkeys(BOOLEAN_FIELDS, "BOOLEAN"),
     **dict.fromkeys(INTEGER_FIELDS, "BIGINT"),

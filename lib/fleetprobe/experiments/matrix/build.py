@@ -167,7 +167,7 @@ async def _entity(ctx: RunContext, w: Wire, tenant: str, fleet: str | None) -> N
         w.entities[(tenant, fleet)] = result.body["id"]
 
 
-def _item(ctx: RunContext, w: Wire, row: RowSpec) -> dict[str, Any]:
+def row_item(ctx: RunContext, w: Wire, row: RowSpec) -> dict[str, Any]:
     item: dict[str, Any] = {"content": salted(row.content, ctx.nonce)}
     if row.status != "active":
         item["status"] = row.status
@@ -198,13 +198,13 @@ async def write_rows(ctx: RunContext) -> None:
             jobs.append(_bulk(ctx, w, owner, vis, start // 100, batch[start:start + 100]))
     await ctx.gather(jobs, desc="bulk")
     singles = [r for r in rows if r.via == "single" or (r.via == "bulk" and w.bulk_absent)]
-    await ctx.gather([_single(ctx, w, r, idempotent=r.via == "single") for r in singles],
+    await ctx.gather([write_single(ctx, w, r, idempotent=r.via == "single") for r in singles],
                      desc="single")
     away = [r for r in rows if r.via == "away"]
     owners = sorted({r.owner for r in away})
     await ctx.gather([_trust(ctx, w, world(ctx).principals[o], AWAY_TRUST) for o in owners],
                      desc="away trust")
-    await ctx.gather([_single(ctx, w, r, idempotent=False) for r in away], desc="away")
+    await ctx.gather([write_single(ctx, w, r, idempotent=False) for r in away], desc="away")
     chains: dict[str, list[RowSpec]] = defaultdict(list)
     for r in rows:
         if r.chain is not None:
@@ -225,7 +225,7 @@ async def _bulk(ctx: RunContext, w: Wire, owner: str, vis: str, chunk: int,
     attempt = f"mx-{ctx.nonce}-{owner}-{vis}-{chunk}"
     result = await ctx.client.bulk(w.creds[f"{spec.tenant}.tk"], {
         "agent_id": w.agent_ids[owner], "visibility": vis,
-        "items": [_item(ctx, w, r) for r in batch]}, attempt)
+        "items": [row_item(ctx, w, r) for r in batch]}, attempt)
     ctx.record("setup", result, step="bulk", who=owner)
     note_unsupported(w, "bulk", result)
     if endpoint_absent({"status": result.status, "error": result.error,
@@ -244,10 +244,10 @@ async def _bulk(ctx: RunContext, w: Wire, owner: str, vis: str, chunk: int,
             w.missing_rows[r.key] = f"bulk write: {result.error or 'no id for the item'}"
 
 
-async def _single(ctx: RunContext, w: Wire, row: RowSpec, idempotent: bool) -> None:
+async def write_single(ctx: RunContext, w: Wire, row: RowSpec, idempotent: bool) -> None:
     key = f"mx-{ctx.nonce}-{row.key}" if idempotent else None
     body: dict[str, Any] = {"agent_id": w.agent_ids[row.owner], "visibility": row.visibility,
-                            **_item(ctx, w, row)}
+                            **row_item(ctx, w, row)}
     if row.away:
         body["fleet_id"] = fleet_id(ctx, row_fleet(ctx, row))
     result = await ctx.client.write(w.creds[f"{row.tenant}.tk"], body,
@@ -267,7 +267,7 @@ async def _single(ctx: RunContext, w: Wire, row: RowSpec, idempotent: bool) -> N
 
 async def _chain(ctx: RunContext, w: Wire, chain: list[RowSpec]) -> None:
     for row in chain:
-        await _single(ctx, w, row, idempotent=False)
+        await write_single(ctx, w, row, idempotent=False)
         await asyncio.sleep(0.05)
 
 

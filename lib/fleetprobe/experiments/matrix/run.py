@@ -62,6 +62,7 @@ from fleetprobe.runner import (
     RunContext,
     register,
 )
+from fleetprobe.targets import TargetParams
 
 LIFTED_RATE = "1000000/minute"
 NA_NAMED = ("the tenant is asserted (X-Tenant-ID): naming the row's tenant is speaking as "
@@ -90,13 +91,17 @@ class MatrixParams(ExperimentParams):
     @model_validator(mode="after")
     def _lift_rate_limits(self) -> MatrixParams:
         """The bundled server runs this experiment with its rate limits lifted."""
-        if self.target.kind == "reference":
-            t = self.target
-            self.target = t.model_copy(update={
-                "write_rate": t.write_rate or LIFTED_RATE,
-                "search_rate": t.search_rate or LIFTED_RATE,
-                "bulk_rate": t.bulk_rate or LIFTED_RATE})
+        self.target = lifted(self.target)
         return self
+
+
+def lifted(t: TargetParams) -> TargetParams:
+    """The bundled server's target with its rate limits lifted (others unchanged)."""
+    if t.kind != "reference":
+        return t
+    return t.model_copy(update={"write_rate": t.write_rate or LIFTED_RATE,
+                                "search_rate": t.search_rate or LIFTED_RATE,
+                                "bulk_rate": t.bulk_rate or LIFTED_RATE})
 
 
 @dataclass

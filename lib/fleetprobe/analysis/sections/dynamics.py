@@ -1,0 +1,236 @@
+"""Governance over time (not in the paper), from the traces alone (metrics.sql `dynamics_*`).
+
+Per target, from its canonical dynamics run: a timeline figure (each change at time 0, every
+answer after it by path family, allowed / withheld / returned although the timed policy
+denied it), the stale-access windows (change x path), the forget failures with a minimal
+reproduction each, the in-flight effects, identity reuse and the MGS table,
+MGS = (1 - miss)(1 - leak)(1 - forget_failure) with its parts and their Wilson intervals.
+Written to reports/tables/dynamics_*.{csv,md,tex} and reports/figures/dynamics_timeline_*.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from fleetprobe.analysis.base.figures import FigureOutput, save, style  # noqa: E402
+from fleetprobe.analysis.base.results import Results  # noqa: E402
+from fleetprobe.analysis.base.section import (  # noqa: E402
+    REPRODUCTION,
+    Context,
+    Fragment,
+    SectionOutput,
+    finish,
+)
+from fleetprobe.analysis.base.stats import fmt_rate, rate  # noqa: E402
+from fleetprobe.analysis.base.tables import Table, write_table  # noqa: E402
+
+KEY, TITLE = "dynamics", "Governance over time"
+EXPERIMENTS = ("dynamics",)
+VIEWS = ("dynamics_canonical", "dynamics_windows", "dynamics_forget_failures",
+         "dynamics_inflight", "dynamics_identity_reuse", "dynamics_mgs_parts",
+         "dynamics_timeline")
+NO_RUNS = ("No dynamics runs yet: `python -m fleetprobe run dynamics --params "
+           "params/reference/dynamics.yaml` (one profile) or `python -m fleetprobe batch "
+           "params/dynamics.yaml` (every bundled profile), then `make report`.")
+CHANGE_ORDER = ("revoke_key", "delete_agent", "recreate_agent", "trust_3_1", "trust_2_0",
+                "trust_1_3", "rehome", "soft_delete", "soft_delete_single", "expire",
+                "redistribute", "inflight_delete", "inflight_revoke")
+FAMILY_MARKERS = {"by id": "o", "list": "s", "search": "^", "derived": "D", "write": "v"}
+OUTCOME_COLOURS = {"allowed, returned": "#4c72b0", "withheld or refused": "#bbbbbb",
+                   "returned, policy denies": "#c44e52"}
+# a minimal reproduction per path (plan names; the run's nonce prefixes every id on the wire)
+REPRODUCTION_OF = {
+    "get": "GET /api/v1/memories/<id of {row}>",
+    "list": "GET /api/v1/memories?agent_id=<owner of {row}>",
+    "search": 'POST /api/v1/search {{"query":"<content of {row}>"}}',
+    "recall": 'POST /api/v1/recall {{"query":"<content of {row}>"}}',
+    "entity": "GET /api/v1/entities/<entity linked to {row}>",
+    "dup_exact": 'POST /api/v1/memories {{"content":"<content of {row}>"}}',
+    "bulk_attempt": "POST /api/v1/memories/bulk with the X-Bulk-Attempt-Id that wrote {row}",
+    "idempotency": "POST /api/v1/memories with the Idempotency-Key that wrote {row}",
+    "write": 'POST /api/v1/memories {{"fleet_id":"<fleet of {row}>","content":"..."}}',
+    "bulk_write": 'POST /api/v1/memories/bulk {{"fleet_id":"<fleet of {row}>","items":[...]}}',
+}
+CHANGE_STEP = {
+    "revoke_key": "POST /api/v1/admin/agent-keys/provision for {who} (its old key revoked)",
+    "delete_agent": "DELETE /api/v1/agents/{who}",
+    "recreate_agent": "DELETE /api/v1/agents/{who}, then provision {who} again",
+    "trust_3_1": "PATCH /api/v1/agents/{who}/trust {{\"trust_level\":1}}",
+    "trust_2_0": "PATCH /api/v1/agents/{who}/trust {{\"trust_level\":0}}",
+    "trust_1_3": "PATCH /api/v1/agents/{who}/trust {{\"trust_level\":3}}",
+    "rehome": "PATCH /api/v1/agents/{who}/trust {{\"fleet_id\":\"<another fleet>\"}}",
+    "soft_delete": "DELETE /api/v1/memories/<id of {row}>",
+    "soft_delete_single": "DELETE /api/v1/memories/<id of {row}>",
+    "expire": "write {row} with expires_at a moment ahead, wait past it",
+    "redistribute": "POST /api/v1/memories/redistribute (hand {row} to a sibling)",
+}
+
+
+def canonical_runs(results: Results) -> pd.DataFrame:
+    runs = results.view("dynamics_canonical")
+    return runs.sort_values(["profile", "target_kind"]).reset_index(drop=True)
+
+
+def _label(profile: str, target_kind: str) -> str:
+    return profile if target_kind == "reference" else f"{profile} ({target_kind})"
+
+
+def mgs_table(results: Results, run_ids: list[str]) -> Table:
+    parts = results.view("dynamics_mgs_parts", run_ids)
+    rows = []
+    for p in parts.sort_values("profile").itertuples():
+        miss, leak, forget = rate(p.miss_k, p.miss_n), rate(p.leak_k, p.leak_n), \
+            rate(p.forget_k, p.forget_n)
+        values = [0.0 if math.isnan(r.value) else r.value for r in (miss, leak, forget)]
+        rows.append({"target": p.profile, "MGS": round((1 - values[0]) * (1 - values[1])
+                                                       * (1 - values[2]), 3),
+                     "miss": fmt_rate(miss), "leak": fmt_rate(leak),
+                     "forget failure": fmt_rate(forget), "n/a": int(p.not_applicable),
+                     "errors": int(p.errors), "run": p.run_id})
+    return Table("dynamics_mgs", "Dynamics: MGS = (1 - miss)(1 - leak)(1 - forget failure)",
+                 pd.DataFrame(rows), NO_RUNS if not rows else (
+                     "miss: allowed reads a must-return path withheld, over allowed reads; "
+                     "leak: answers the timed policy denies that returned, revealed or wrote "
+                     "(an in-flight bulk counts once), over denied answers; forget failure: "
+                     "answers after a soft-delete or expiry that returned the row or a derived "
+                     "artefact naming it, over those answers. 95% Wilson intervals. A part "
+                     "with no trials counts as 0."), ("dynamics_mgs_parts",))
+
+
+def windows_table(results: Results, run_ids: list[str]) -> Table:
+    frame = results.view("dynamics_windows", run_ids).drop(columns="run_id")
+    frame = frame.round({"p50_ms": 1, "p99_ms": 1, "max_ms": 1, "last_stale_ms": 1})
+    return Table("dynamics_windows", "Dynamics: stale-access windows per change and path",
+                 frame, NO_RUNS if frame.empty else (
+                     "One series = one prober's path to one row across one change, counted "
+                     "where the timed policy denies it after the change. p50/p99/max: time "
+                     "from the change's acknowledgement to the first denial, over the series "
+                     "denied (bounded below by the probe rounds' pace); never_denied: series "
+                     "still answered while probed; stale_answers: answers after the change "
+                     "the policy denies that returned the row or wrote."), ("dynamics_windows",))
+
+
+def forget_table(results: Results, run_ids: list[str]) -> Table:
+    frame = results.view("dynamics_forget_failures", run_ids)
+    frame = frame[frame.numerator > 0].copy()
+    frame["reproduction"] = [_reproduction(c, p, e) for c, p, e in
+                             zip(frame.change, frame.path, frame.example_probe, strict=True)]
+    frame = frame.drop(columns="run_id")
+    return Table("dynamics_forget", "Dynamics: forget failures, with a minimal reproduction",
+                 frame, "No forget failure in any dynamics run." if frame.empty else (
+                     "A row soft-deleted or past its expires_at, or an artefact derived from "
+                     "it, returned after the change (numerator) over the answers the policy "
+                     "denies after it (denominator); example_probe: <change>.<probe>.<round> "
+                     "in the run's events."), ("dynamics_forget_failures",))
+
+
+def _reproduction(change: str, path: str, example: str | None) -> str:
+    step = CHANGE_STEP.get(change, change).format(who="<agent>", row="<row>")
+    probe = REPRODUCTION_OF.get(path, path).format(row="<row>")
+    return f"{step}; then {probe}"
+
+
+def inflight_table(results: Results, run_ids: list[str]) -> Table:
+    frame = results.view("dynamics_inflight", run_ids).drop(columns="run_id")
+    return Table("dynamics_inflight", "Dynamics: writes in flight across a revocation",
+                 frame, NO_RUNS if frame.empty else (
+                     "A bulk of planned_items items sent with an agent's own key; once its "
+                     "first row is stored the agent is deleted (inflight_delete) or its key "
+                     "re-issued (inflight_revoke). written_after: rows stored under the agent's "
+                     "id after the change was acknowledged (server created_at); written_count: "
+                     "how many items the server says it wrote before stopping, where it says."),
+                 ("dynamics_inflight",))
+
+
+def reuse_table(results: Results, run_ids: list[str]) -> Table:
+    frame = results.view("dynamics_identity_reuse", run_ids)
+    frame = frame[frame.denominator > 0].drop(columns="run_id")
+    return Table("dynamics_identity_reuse",
+                 "Dynamics: what a re-created agent id inherits of its predecessor's rows",
+                 frame, NO_RUNS if frame.empty else (
+                     "An agent is deleted and provisioned again under the same id; its "
+                     "predecessor's private row read by the new agent (numerator) over the "
+                     "answers after the re-creation (the policy: a new id inherits nothing it "
+                     "did not own)."), ("dynamics_identity_reuse",))
+
+
+def timeline_figure(results: Results, run_id: str, label: str, out_dir: Path) -> FigureOutput:
+    """Each change at 0 ms; every answer to its probes by family and outcome."""
+    frame = results.view("dynamics_timeline", [run_id])
+    name = f"dynamics_timeline_{label.replace(' ', '_').replace('(', '').replace(')', '')}"
+    changes = [c for c in CHANGE_ORDER if c in set(frame.change)]
+    frame = frame.assign(outcome=[
+        "returned, policy denies" if v == "leak" else
+        "allowed, returned" if r else "withheld or refused"
+        for v, r in zip(frame.verdict, frame.returned, strict=True)])
+    with style():
+        fig, ax = plt.subplots(figsize=(9, 0.45 * len(changes) + 2))
+        offsets = {f: (i - 2) * 0.13 for i, f in enumerate(FAMILY_MARKERS)}
+        for (family, outcome), group in frame.groupby(["family", "outcome"]):
+            y = [changes.index(c) + offsets.get(family, 0) for c in group.change]
+            ax.scatter(group.since_change_ms.clip(lower=-5000), y, s=14, alpha=0.7,
+                       marker=FAMILY_MARKERS.get(family, "o"),
+                       color=OUTCOME_COLOURS[outcome], linewidths=0)
+        ax.axvline(0, color="black", linewidth=1)
+        ax.set_xscale("symlog", linthresh=10)
+        ax.set_yticks(range(len(changes)), changes)
+        ax.invert_yaxis()
+        ax.set_xlabel("ms since the change was acknowledged (symlog; the black line: the change)")
+        handles = [plt.Line2D([], [], marker="o", linestyle="", color=c, label=o)
+                   for o, c in OUTCOME_COLOURS.items()]
+        handles += [plt.Line2D([], [], marker=m, linestyle="", color="0.3", label=f)
+                    for f, m in FAMILY_MARKERS.items()]
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+        fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+        caption = (f"{label}: {len(frame)} judged answers of run {run_id}, each at its answer "
+                   "time relative to its change's acknowledgement; red = the timed policy "
+                   "denies what the answer returned.")
+        return save(fig, out_dir, name, f"Dynamics timeline: {label}", caption,
+                    ("dynamics_timeline",))
+
+
+def markdown_section(tables: list[Table]) -> str:
+    parts = [f"## {TITLE}"]
+    for table in tables:
+        body = f"_{table.note}_" if table.empty else (
+            table.frame.to_markdown(index=False) + f"\n\n{table.note}")
+        parts.append(f"### {table.title}\n\n{body}")
+    return "\n\n".join(parts) + "\n"
+
+
+def build(context: Context) -> SectionOutput:
+    results = context.results(EXPERIMENTS)
+    figures: dict[str, FigureOutput] = {}
+    try:
+        runs = canonical_runs(results)
+        ids = list(runs.run_id)
+        tables = [mgs_table(results, ids), windows_table(results, ids),
+                  forget_table(results, ids), inflight_table(results, ids),
+                  reuse_table(results, ids)]
+        for table in tables:
+            write_table(table, context.out_dir / "tables")
+        (context.out_dir / "figures").mkdir(parents=True, exist_ok=True)
+        for run in runs.itertuples():
+            figure = timeline_figure(results, run.run_id, _label(run.profile, run.target_kind),
+                                     context.out_dir / "figures")
+            figures[figure.name] = figure
+    finally:
+        results.con.close()
+    output = SectionOutput(
+        KEY, TITLE,
+        "Not a claim of the paper: a timeline of changes (revocation, deletion, re-creation, "
+        "trust and home changes, soft-delete, expiry, redistribution, bulk writes in flight), "
+        "each answer judged by the policy at the moment the server gave it.",
+        tables={t.name: t for t in tables}, figures=figures,
+        fragments=[Fragment(REPRODUCTION, 110, markdown_section(tables))],
+        notes=[NO_RUNS] if not ids else [], notebook="dynamics.ipynb", views=VIEWS,
+        runs=tuple(ids))
+    return finish(output, context)
