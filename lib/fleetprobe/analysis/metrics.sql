@@ -465,13 +465,15 @@ CREATE VIEW faults_injected AS
 SELECT run_id, fault_kind, fault_stage, count(*) AS n
 FROM events
 WHERE experiment = 'faults' AND phase = 'fault' AND fault_kind <> 'restart'
-GROUP BY run_id, fault_kind, fault_stage;
+GROUP BY run_id, fault_kind, fault_stage
+ORDER BY run_id, fault_kind, fault_stage;
 
 -- server outages: each kill -9 and how long until the server answered health again
 CREATE VIEW faults_outages AS
 SELECT run_id, fault_id, delay_ms AS down_ms
 FROM events
-WHERE experiment = 'faults' AND phase = 'fault' AND fault_kind = 'restart';
+WHERE experiment = 'faults' AND phase = 'fault' AND fault_kind = 'restart'
+ORDER BY run_id, fault_id;
 
 -- what the harness retried: logical requests (writes and read-backs), those that needed
 -- more than one attempt, the extra attempts, and those that still failed after retries
@@ -483,7 +485,8 @@ SELECT run_id,
        count(*) FILTER (WHERE status IS NULL OR status NOT BETWEEN 200 AND 299) AS failed
 FROM events
 WHERE experiment = 'faults' AND phase IN ('write', 'read')
-GROUP BY run_id;
+GROUP BY run_id
+ORDER BY run_id;
 
 -- HTTP attempts that ended in a 5xx or a transport error (what failures_accounted judges)
 CREATE VIEW faults_failed_attempts AS
@@ -493,19 +496,22 @@ SELECT run_id,
        count(*) FILTER (WHERE fault_id IS NOT NULL)          AS injected
 FROM events
 WHERE experiment = 'faults' AND phase = 'attempt' AND (status IS NULL OR status >= 500)
-GROUP BY run_id;
+GROUP BY run_id
+ORDER BY run_id;
 
 -- the checkers' verdicts, one row per (run, checker)
 CREATE VIEW faults_checks AS
 SELECT run_id, checker, ok, checked, violations, examples
 FROM events
-WHERE experiment = 'faults' AND phase = 'check';
+WHERE experiment = 'faults' AND phase = 'check'
+ORDER BY run_id, seq;
 
 -- checkers green over checkers run (expected: all of them on every governed profile)
 CREATE VIEW faults_checkers_green AS
 SELECT run_id, count(*) FILTER (WHERE ok) AS numerator, count(*) AS denominator
 FROM faults_checks
-GROUP BY run_id;
+GROUP BY run_id
+ORDER BY run_id;
 -- separation (storage-level vs prompt-level separation: Vera, Lex, Axis; not in the paper)
 -- Judgement events are written by the experiment's checkers; its fields are read as text
 -- (EVENTS.md, separation) and cast here.
