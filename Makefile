@@ -27,7 +27,7 @@ PIP         := PYTHONWARNINGS=ignore $(PY) -m pip -q
 export MPLBACKEND := Agg
 
 .PHONY: help setup test test-slow lint contracts reproduce reproduce-fast report notebooks promote server lab \
-        batch benchmarks nbval lock docker-build docker-test clean server-pg test-pg scale10x \
+        batch benchmarks nbval lock dynamics docker-build docker-test clean server-pg test-pg scale10x \
         $(EXPERIMENTS:%=run-%)
 
 help:
@@ -58,6 +58,8 @@ help:
 	@echo "make backends        LangGraph, mem0, CrewAI behind the wire adapter, each from its own"
 	@echo "                     locked venv: params/backends.yaml into data/reproductions/ (docs/backends.md)"
 	@echo "make backends-smoke  the adapters' smokes and wire tests (CI)"
+	@echo "make dynamics        governance over time under every profile and a backend:"
+	@echo "                     params/dynamics.yaml into data/reproductions/ (docs/dynamics.md)"
 
 # Installs exactly the versions in the lock (with hashes), then the kit itself without deps.
 $(STAMP): pyproject.toml $(LOCK)
@@ -243,6 +245,11 @@ bench-bulk: $(STAMP)
 .PHONY: extended
 extended: $(STAMP)
 	$(PY) -m fleetprobe reproduce params/extended.yaml $(if $(JOBS),--jobs $(JOBS))
+
+# governance over time (issue 24) under every bundled profile and a backend: a reproduction
+# directory, promoted like the others (docs/dynamics.md)
+dynamics: $(STAMP)
+	$(PY) -m fleetprobe reproduce params/dynamics.yaml $(if $(JOBS),--jobs $(JOBS))
 
 # --- Scale (issue 13): PostgreSQL + pgvector storage, embedded server from a wheel --------
 # BENCH_ARGS=--million adds 1M stored memories to `make benchmarks` (long: index build).
