@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import re
 from collections import defaultdict
 from typing import Any
 
-from fleetprobe.client import Credential, Result, body_field, not_supported
+from fleetprobe.client import Credential, MemClawClient, Result, body_field, not_supported
 from fleetprobe.experiments.matrix.check import endpoint_absent
 from fleetprobe.experiments.matrix.state import (
     Wire,
@@ -47,6 +48,8 @@ ENV_OTHER_TENANT = "MEMCLAW_OTHER_TENANT_ID"
 ENV_OTHER_KEY = "MEMCLAW_OTHER_API_KEY"
 LINK_ROLE = "mentioned"  # MemClaw's engine requires a role on every entity link
 AWAY_TRUST = 3  # the rung that writes into another fleet: held while writing `away` rows
+# MemClaw's exact-duplicate answer names the stored row (WIRE.md, write errors)
+DUPLICATE_OF = re.compile(r"Duplicate memory exists: ([0-9A-Za-z-]+)")
 
 
 async def setup_tenants(ctx: RunContext) -> None:
@@ -256,13 +259,34 @@ async def write_single(ctx: RunContext, w: Wire, row: RowSpec, idempotent: bool)
     reason = not_supported(result)
     if reason is not None:  # e.g. a status the backend cannot store: the row is not built
         w.unbuilt[row.key] = reason
-    if result.status == 201 and body_field(result.body, "id"):
-        remember(w, row, result.body["id"])
+    memory_id = body_field(result.body, "id") if result.status == 201 else None
+    if memory_id is None:
+        memory_id, check = await landed_first_attempt(ctx.client, w.creds[f"{row.tenant}.tk"],
+                                                      body, result)
+        if check is not None:
+            ctx.record("setup", check, step="write_check", who=row.owner, row_key=row.key)
+    if memory_id:
+        remember(w, row, memory_id)
         w.missing_rows.pop(row.key, None)
-        if key:
+        if key:  # a recovered first attempt carried the same key
             w.idempotency[row.key] = key
     elif reason is None:
         w.missing_rows[row.key] = f"write: {result.error}"
+
+
+async def landed_first_attempt(client: MemClawClient, cred: Credential, body: dict[str, Any],
+                               result: Result) -> tuple[str | None, Result | None]:
+    """A write retried after its answer was lost may meet its own first attempt: an exact
+    duplicate 409 naming the stored row. That row is this write's when the target reads it
+    back with this write's content and agent (the world's rows are lexically distinct).
+    Returns the row's id (None when it is not this write's) and the read-back, if any."""
+    match = DUPLICATE_OF.search(result.error or "")
+    if result.status != 409 or result.attempts < 2 or match is None:
+        return None, None
+    check = await client.get(cred, match.group(1))
+    mine = (check.ok and body_field(check.body, "content") == body.get("content")
+            and body_field(check.body, "agent_id") == body.get("agent_id"))
+    return (match.group(1) if mine else None), check
 
 
 async def _chain(ctx: RunContext, w: Wire, chain: list[RowSpec]) -> None:
