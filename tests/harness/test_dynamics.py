@@ -10,6 +10,7 @@ import pytest
 
 from fleetprobe import load_params, policy, run_experiment
 from fleetprobe.analysis.base.results import Results
+from fleetprobe.analysis.sections import dynamics
 from fleetprobe.experiments.dynamics import check
 from fleetprobe.policy import ALLOW, DENY, MAY, Change, Principal, Row, Timeline
 
@@ -144,6 +145,13 @@ def test_memclaw_keeps_writing_after_deletion_serves_expired_rows_and_reuses_ids
     rdf = stale[stale.change == "supersede_rdf"]
     # search served the superseded row until the detector marked it, then hid it
     assert bool(rdf.target_marked.all()) and int(rdf.never_current.sum()) == 0
+    # the section's figure keeps a row per change; on a backend it says why rows are empty
+    run_id = manifest(run_dir)["run_id"]
+    (tmp_path / "fig").mkdir()
+    figure = dynamics.timeline_figure(results, run_id, "x", tmp_path / "fig", "backend")
+    assert "n/a for this backend" in figure.caption
+    figure = dynamics.timeline_figure(results, run_id, "x", tmp_path / "fig")
+    assert "revoke_key" in figure.caption  # not in this run's plan: an empty row, named
     results.con.close()
 
 

@@ -1051,18 +1051,19 @@ FROM dynamics_verdicts GROUP BY ALL;
 
 -- stale answers: after a row was superseded (RDF or semantic) or passed its ts_valid_end,
 -- the answers of paths that promise to hide such rows (search, recall, a recall summary)
--- that still served it. One series = one prober's path across one change; the window is the
--- time from the change's acknowledgement (the later write's 201, or ts_valid_end) to the
--- first answer without the row (NULL: served stale as long as probed), beside when the
+-- that still served it. One series = one prober's path across one change, over the answers
+-- given after the change's acknowledgement (the later write's 201, or ts_valid_end), sent
+-- before it or not (a stale answer is no leak: no world to choose between); the window is
+-- the time from the acknowledgement to the first answer without the row (NULL: served stale as long as probed), beside when the
 -- target itself marked the row (its detector; NULL: never within watched_s)
 CREATE VIEW dynamics_stale AS
 WITH series AS (
     SELECT run_id, run_profile AS profile, change_id, change, who, path, row_key,
-           count(*) FILTER (WHERE "when" = 'after')                          AS answers_after,
-           count(*) FILTER (WHERE "when" = 'after' AND verdict = 'stale')    AS stale,
-           min(since_change_ms) FILTER (WHERE "when" = 'after' AND NOT returned)
+           count(*) FILTER (WHERE since_change_ms >= 0)                      AS answers_after,
+           count(*) FILTER (WHERE since_change_ms >= 0 AND verdict = 'stale') AS stale,
+           min(since_change_ms) FILTER (WHERE since_change_ms >= 0 AND NOT returned)
                                                                              AS first_current_ms,
-           arg_min(probe_id, since_change_ms) FILTER (WHERE "when" = 'after'
+           arg_min(probe_id, since_change_ms) FILTER (WHERE since_change_ms >= 0
                                                       AND verdict = 'stale') AS example_probe
     FROM dynamics_verdicts
     WHERE stales AND NOT inflight AND path IN ('search', 'recall', 'recall_summary')
