@@ -221,7 +221,7 @@ backends-smoke: $(STAMP)
 # --- #9: governance matrix ------------------------------------------------------------------
 # Beyond the paper: its notebook on $(PARAMS)/matrix.yaml for one
 # profile (PROFILE=hardened make run-matrix); the plan for every profile is params/extended.yaml.
-.PHONY: run-matrix bench-matrix bench-report
+.PHONY: run-matrix bench-matrix bench-report bench-dynamics
 run-matrix: $(STAMP)
 	@mkdir -p reports
 	$(NOTEBOOK) notebooks/matrix.ipynb reports/matrix.ipynb -p params_file $(PARAMS)/matrix.yaml \
@@ -229,6 +229,10 @@ run-matrix: $(STAMP)
 
 bench-matrix: $(STAMP)
 	$(PY) benchmarks/bench_matrix.py
+
+# the dynamics reference plan's speed (issue 24: <= 180 s on 2 cores)
+bench-dynamics: $(STAMP)
+	$(PY) benchmarks/bench_dynamics.py
 
 # `make report` timed several times (median, with the machine's load average beside it)
 bench-report: $(STAMP)

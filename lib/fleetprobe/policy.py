@@ -131,6 +131,17 @@ PATHS: dict[str, PathRule] = {
     "whoami": PathRule("identity"),
 }
 STALE_STATUSES = ("outdated", "conflicted")
+# Paths only the timed experiment (`dynamics`) probes: artefacts derived from a row, which
+# may outlive it, so they need a history (the frozen matrix has no probe for them). Read
+# like the row itself, never required: a supersession record naming it (GET of the other
+# row's /contradictions), a persisted insight naming it (GET of the insight), a recall
+# summary quoting it.
+TIMELINE_PATHS: dict[str, PathRule] = {
+    "contradiction_record": PathRule("read"),
+    "insight": PathRule("read"),
+    "recall_summary": PathRule("read", discovery=True, hides_stale=True),
+}
+RULES: dict[str, PathRule] = {**PATHS, **TIMELINE_PATHS}
 
 
 @dataclass(frozen=True)
@@ -164,6 +175,9 @@ class Row:
     # when the row stops existing by itself (UTC ISO 8601, as the trace writes times): from
     # then on it is judged as a deleted row (`at`: the timed policy below)
     expires_at: str | None = None
+    # when the row stops being current by itself (`ts_valid_end`): MemClaw's lifecycle rule
+    # (`archive-expired`) makes an active row past it `outdated`; judged so from then on
+    valid_end: str | None = None
 
 
 def relation(p: Principal, row: Row) -> str:
@@ -185,13 +199,13 @@ def read(p: Principal, row: Row, path: str = "get") -> Decision:
     rel = relation(p, row)
     if rel == "other_tenant":
         return DENY
-    discovery = PATHS[path].discovery if path in PATHS else False
+    discovery = RULES[path].discovery if path in RULES else False
     if rel == "tenant":
         if row.deleted:
             return DELETED_TENANT
         return MAY if discovery and row.visibility == "scope_agent" else ALLOW
     if row.deleted:
-        reveal = path in PATHS and PATHS[path].kind == "reveal"
+        reveal = path in RULES and RULES[path].kind == "reveal"
         return DELETED_OWN_REVEAL if rel == "own" and reveal else DELETED_AGENT
     needed = READ[rel][row.visibility]
     return ALLOW if needed is not None and p.trust >= needed else DENY
@@ -261,7 +275,7 @@ def must_return(path: str, row: Row, decision: Decision,
     """Whether `path` has to return `row` (else withholding it is not a miss). `named`: the
     fleets the request named (a strict fleet filter only returns rows of those fleets);
     `caller`: the caller's agent id (a filter naming another agent may be refused)."""
-    rule = PATHS[path]
+    rule = RULES[path]
     if not rule.must_return or decision != ALLOW or row.deleted:
         return False
     if rule.own_filter_only and caller is not None and row.owner != caller:
@@ -307,10 +321,19 @@ class Change:
 
 
 def expired(row: Row, at: str) -> Row:
-    """The row at `at`: one whose `expires_at` has passed is judged as deleted."""
+    """The row at `at`: one whose `expires_at` has passed is judged as deleted; an active
+    one whose `valid_end` has passed as `outdated` (the lifecycle rule)."""
     if row.expires_at is not None and row.expires_at <= at and not row.deleted:
-        return replace(row, deleted=True)
+        row = replace(row, deleted=True)
+    if row.valid_end is not None and row.valid_end <= at and row.status == "active":
+        row = replace(row, status="outdated")
     return row
+
+
+def stale(row: Row, path: str) -> bool:
+    """Whether returning `row` on `path` serves a superseded or outdated row where the path
+    promises to hide them (a stale answer: allowed, but no longer current)."""
+    return RULES[path].hides_stale and row.status in STALE_STATUSES and not row.deleted
 
 
 @dataclass
@@ -367,7 +390,7 @@ def decide(world: World, who: str, credential: str, row_key: str, path: str,
     p = world.grant(who, credential)
     if p is None:
         return DENY
-    kind = PATHS[path].kind
+    kind = RULES[path].kind
     if kind in ("read", "reveal"):
         return read(p, row, path)
     if kind == "write":

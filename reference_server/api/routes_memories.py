@@ -47,6 +47,7 @@ from ..wire.schemas import (
     reserved_type_message,
 )
 from ..wire.serialize import content_preview, memory_detail, memory_out
+from .routes_insights import withdraw_derived_insights
 from .state import ServerState, state_of
 
 router = APIRouter(prefix="/api/v1")
@@ -387,6 +388,8 @@ async def delete_memory(memory_id: UUID, tenant_id: Annotated[Text, Query()],
     if denial:
         raise ApiError(403, denial)
     state.storage.soft_delete(tenant_id, row["id"])
+    if state.profile.hardening.derived_insights_withdrawn:
+        withdraw_derived_insights(state, tenant_id, row["id"])
     return Response(status_code=204)
 
 

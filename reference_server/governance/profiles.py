@@ -126,6 +126,10 @@ class Hardening:
     # stops at a revocation, answering how many items it wrote (MemClaw: checked once, at
     # the start; the items after a deletion are written under the deleted agent's id)
     bulk_stops_at_revocation: bool = False
+    # deleting a row withdraws (soft-deletes) the insights derived from it (the insight
+    # memories whose `related_memory_ids` name it), so no insight keeps repeating what was
+    # forgotten (MemClaw: an insight is a memory of its own and outlives its sources)
+    derived_insights_withdrawn: bool = False
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@
   `hardened` (its rows pass to a retired owner id the tenant key still reads), and inherits
   the predecessor's private rows on the MemClaw profiles (rows belong to the id);
 - a bulk write whose agent is deleted while it runs stops there on `hardened` and says how
-  many items it wrote; on the MemClaw profiles it writes on under the deleted agent's id.
+  many items it wrote; on the MemClaw profiles it writes on under the deleted agent's id;
+- deleting a row withdraws the insights derived from it on `hardened`; on the MemClaw
+  profiles the insight (a memory of its own) keeps naming the deleted row and its object.
 Each test fails against `hardened` with the profile's switch off (the MemClaw profiles are
 that case)."""
 
@@ -138,3 +140,37 @@ def test_a_bulk_stops_at_its_agents_deletion_on_hardened(pool: ServerPool, profi
     else:
         assert after, "the bulk finished before the deletion: nothing in flight was tested"
         assert body["created"] == 100
+
+
+@pytest.mark.parametrize("profile", FORGETTING + MEMCLAW)
+def test_deleting_a_row_withdraws_its_insights_on_hardened(pool: ServerPool,
+                                                           profile: str) -> None:
+    tenant = pool.tenant_api(profile)
+    owner = tenant.provision("writer", "fleet-a")
+    analyst = tenant.provision("analyst", "fleet-a", trust=2)
+    entity = tenant.http.post("/entities/upsert", json={
+        "tenant_id": tenant.tenant_id, "fleet_id": "fleet-a", "entity_type": "project",
+        "canonical_name": "Project Heron"}).json()["id"]
+    rows = []
+    for obj, words in (("march", "Heron ships in march says the plan"),
+                       ("june", "Heron slipped and now ships in june")):
+        r = owner.write(words, agent_id="writer", fleet_id="fleet-a", visibility="scope_team",
+                        subject_entity_id=entity, predicate="deadline", object_value=obj)
+        assert r.status_code == 201, r.text
+        rows.append(r.json()["id"])
+    r = analyst.http.post("/insights/generate", json={
+        "tenant_id": tenant.tenant_id, "focus": "contradictions", "scope": "fleet",
+        "fleet_id": "fleet-a", "agent_id": "analyst"})
+    assert r.status_code == 200, r.text
+    insights = [f["insight_memory_id"] for f in r.json()["findings"]
+                if rows[1] in f["related_memory_ids"]]
+    assert insights, r.json()
+    assert all(analyst.get(i).status_code == 200 for i in insights)
+    assert tenant.http.delete(f"/memories/{rows[1]}",
+                              params={"tenant_id": tenant.tenant_id}).status_code == 204
+    served = [analyst.get(i) for i in insights]
+    if profile in FORGETTING:
+        assert [s.status_code for s in served] == [404] * len(insights)
+        assert analyst.get(rows[0]).status_code == 200  # the other source is untouched
+    else:  # MemClaw: the insight outlives its source and still names it and its object
+        assert all(s.status_code == 200 and "june" in s.json()["content"] for s in served)

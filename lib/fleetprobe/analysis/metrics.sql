@@ -944,8 +944,11 @@ FROM matrix_verdicts WHERE path NOT LIKE 'paper_%' AND NOT is_effect GROUP BY AL
 -- ---------------------------------------------------------------------------------------
 
 CREATE VIEW dynamics_verdicts AS
-SELECT v.*, r.profile AS run_profile, r.target_kind AS run_target_kind,
-       v.change IN ('soft_delete', 'soft_delete_single', 'expire') AS forgets
+SELECT v.* REPLACE (coalesce(TRY_CAST(v.inflight AS BOOLEAN), false) AS inflight),
+       r.profile AS run_profile, r.target_kind AS run_target_kind,
+       v.change IN ('soft_delete', 'soft_delete_single', 'soft_delete_derived', 'expire')
+           AS forgets,
+       v.change IN ('supersede_rdf', 'supersede_semantic', 'valid_end') AS stales
 FROM events v JOIN runs r USING (run_id)
 WHERE v.experiment = 'dynamics' AND v.phase = 'verdict';
 
@@ -972,6 +975,7 @@ SELECT run_id, run_profile AS profile, change_id, change, who, credential, path,
        arg_min(probe_id, since_change_ms) FILTER (WHERE "when" = 'after' AND verdict = 'leak')
                                                                                  AS example_probe
 FROM dynamics_verdicts WHERE path <> 'bulk_inflight' AND verdict NOT IN ('n/a', 'error')
+      AND NOT inflight
 GROUP BY ALL;
 
 -- stale-access window per change x path: over the series the policy denies after the change,
@@ -1044,6 +1048,60 @@ SELECT run_id, run_profile AS profile,
        count(*) FILTER (WHERE verdict = 'n/a')                                   AS not_applicable,
        count(*) FILTER (WHERE verdict = 'error')                                 AS errors
 FROM dynamics_verdicts GROUP BY ALL;
+
+-- stale answers: after a row was superseded (RDF or semantic) or passed its ts_valid_end,
+-- the answers of paths that promise to hide such rows (search, recall, a recall summary)
+-- that still served it. One series = one prober's path across one change, over the answers
+-- given after the change's acknowledgement (the later write's 201, or ts_valid_end), sent
+-- before it or not (a stale answer is no leak: no world to choose between); the window is
+-- the time from the acknowledgement to the first answer without the row (NULL: served stale as long as probed), beside when the
+-- target itself marked the row (its detector; NULL: never within watched_s)
+CREATE VIEW dynamics_stale AS
+WITH series AS (
+    SELECT run_id, run_profile AS profile, change_id, change, who, path, row_key,
+           count(*) FILTER (WHERE since_change_ms >= 0)                      AS answers_after,
+           count(*) FILTER (WHERE since_change_ms >= 0 AND verdict = 'stale') AS stale,
+           min(since_change_ms) FILTER (WHERE since_change_ms >= 0 AND NOT returned)
+                                                                             AS first_current_ms,
+           arg_min(probe_id, since_change_ms) FILTER (WHERE since_change_ms >= 0
+                                                      AND verdict = 'stale') AS example_probe
+    FROM dynamics_verdicts
+    WHERE stales AND NOT inflight AND path IN ('search', 'recall', 'recall_summary')
+          AND verdict NOT IN ('n/a', 'error')
+    GROUP BY ALL),
+observed AS (
+    SELECT run_id, change_id, TRY_CAST(detected AS BOOLEAN) AS detected,
+           TRY_CAST(detected_ms AS DOUBLE) AS detected_ms,
+           TRY_CAST(watched_s AS DOUBLE) AS watched_s
+    FROM events WHERE experiment = 'dynamics' AND phase = 'change_observed')
+SELECT s.run_id, s.profile, s.change, s.path,
+       count(*)                                                  AS series,
+       count(*) FILTER (WHERE s.first_current_ms IS NULL)        AS never_current,
+       sum(s.answers_after)                                      AS answers_after,
+       sum(s.stale)                                              AS stale_answers,
+       quantile_cont(s.first_current_ms, 0.5)                    AS p50_ms,
+       quantile_cont(s.first_current_ms, 0.99)                   AS p99_ms,
+       max(s.first_current_ms)                                   AS max_ms,
+       any_value(o.detected)                                     AS target_marked,
+       any_value(o.detected_ms)                                  AS marked_ms,
+       min(s.example_probe)                                      AS example_probe
+FROM series s LEFT JOIN observed o USING (run_id, change_id)
+GROUP BY ALL ORDER BY s.run_id, s.change, s.path;
+
+-- reads in flight across a change: a search or recall sent just before the change was
+-- requested; `during` = answered after its acknowledgement. returned_after_denied: such reads
+-- that returned the row although the world after the change denies it (served under the old
+-- grant or from before the deletion), beside those the policy judges a leak either way
+CREATE VIEW dynamics_inflight_reads AS
+SELECT run_id, run_profile AS profile, change, path,
+       count(*)                                                           AS reads,
+       count(*) FILTER (WHERE "when" = 'during')                          AS straddled,
+       count(*) FILTER (WHERE "when" = 'during' AND returned)             AS returned_during,
+       count(*) FILTER (WHERE "when" = 'during' AND returned AND expected_late = 'deny')
+                                                                          AS returned_after_denied,
+       count(*) FILTER (WHERE verdict = 'leak')                           AS leaks
+FROM dynamics_verdicts WHERE inflight AND verdict NOT IN ('n/a', 'error')
+GROUP BY ALL ORDER BY run_id, change, path;
 
 -- the timeline figure: every judged answer with its time since its change, whether the row
 -- came back (or the write landed) and whether the timed policy allowed it

@@ -36,15 +36,17 @@ KEY, TITLE = "dynamics", "Governance over time"
 EXPERIMENTS = ("dynamics",)
 VIEWS = ("dynamics_canonical", "dynamics_windows", "dynamics_forget_failures",
          "dynamics_inflight", "dynamics_identity_reuse", "dynamics_mgs_parts",
-         "dynamics_timeline")
+         "dynamics_timeline", "dynamics_stale", "dynamics_inflight_reads")
 NO_RUNS = ("No dynamics runs yet: `python -m fleetprobe run dynamics --params "
            "params/reference/dynamics.yaml` (one profile) or `python -m fleetprobe batch "
            "params/dynamics.yaml` (every bundled profile), then `make report`.")
 CHANGE_ORDER = ("revoke_key", "delete_agent", "recreate_agent", "trust_3_1", "trust_2_0",
                 "trust_1_3", "rehome", "soft_delete", "soft_delete_single", "expire",
-                "redistribute", "inflight_delete", "inflight_revoke")
+                "redistribute", "inflight_delete", "inflight_revoke", "supersede_rdf",
+                "supersede_semantic", "valid_end", "soft_delete_derived")
 FAMILY_MARKERS = {"by id": "o", "list": "s", "search": "^", "derived": "D", "write": "v"}
 OUTCOME_COLOURS = {"allowed, returned": "#4c72b0", "withheld or refused": "#bbbbbb",
+                   "returned, no longer current": "#dd8452",
                    "returned, policy denies": "#c44e52"}
 # a minimal reproduction per path (plan names; the run's nonce prefixes every id on the wire)
 REPRODUCTION_OF = {
@@ -58,6 +60,9 @@ REPRODUCTION_OF = {
     "idempotency": "POST /api/v1/memories with the Idempotency-Key that wrote {row}",
     "write": 'POST /api/v1/memories {{"fleet_id":"<fleet of {row}>","content":"..."}}',
     "bulk_write": 'POST /api/v1/memories/bulk {{"fleet_id":"<fleet of {row}>","items":[...]}}',
+    "contradiction_record": "GET /api/v1/memories/<id of the row {row} superseded>/contradictions",
+    "insight": "GET /api/v1/memories/<id of the insight naming {row}>",
+    "recall_summary": 'POST /api/v1/recall {{"query":"<content of {row}>"}} (its summary)',
 }
 CHANGE_STEP = {
     "revoke_key": "POST /api/v1/admin/agent-keys/provision for {who} (its old key revoked)",
@@ -71,6 +76,14 @@ CHANGE_STEP = {
     "soft_delete_single": "DELETE /api/v1/memories/<id of {row}>",
     "expire": "write {row} with expires_at a moment ahead, wait past it",
     "redistribute": "POST /api/v1/memories/redistribute (hand {row} to a sibling)",
+    "supersede_rdf": "write {row} with a triple, then a row with the same subject and "
+                     "predicate and another object",
+    "supersede_semantic": "write {row}, then a row denying it",
+    "valid_end": "write {row} with ts_valid_end a moment ahead, wait past it",
+    "soft_delete_derived": "write two rows with one subject, one single-valued predicate "
+                           "and two objects ({row} the later); POST /api/v1/insights/generate "
+                           '{{"focus":"contradictions","scope":"fleet"}} by a trust-2 agent; '
+                           "DELETE /api/v1/memories/<id of {row}>",
 }
 
 
@@ -162,13 +175,47 @@ def reuse_table(results: Results, run_ids: list[str]) -> Table:
                      "did not own)."), ("dynamics_identity_reuse",))
 
 
-def timeline_figure(results: Results, run_id: str, label: str, out_dir: Path) -> FigureOutput:
-    """Each change at 0 ms; every answer to its probes by family and outcome."""
+def stale_table(results: Results, run_ids: list[str]) -> Table:
+    frame = results.view("dynamics_stale", run_ids).drop(columns="run_id")
+    frame = frame.round({"p50_ms": 1, "p99_ms": 1, "max_ms": 1, "marked_ms": 1})
+    return Table("dynamics_stale", "Dynamics: stale answers after supersession and lifecycle",
+                 frame, NO_RUNS if frame.empty else (
+                     "A row superseded by a later write (RDF: same subject and single-valued "
+                     "predicate, another object; semantic: a sentence denying it) or past its "
+                     "ts_valid_end (MemClaw's lifecycle job archive-expired outdates it). "
+                     "The policy still allows reading it; search, recall and a recall summary "
+                     "promise to hide it. One series = one prober's path across one change; "
+                     "p50/p99/max: time from the change (the later write's 201, or "
+                     "ts_valid_end) to the first answer without the row; never_current: "
+                     "series served stale as long as probed; target_marked / marked_ms: "
+                     "whether and when the target itself marked the row (outdated, conflicted; "
+                     "empty: not watched). Not part of MGS: a stale answer is not a leak."),
+                 ("dynamics_stale",))
+
+
+def inflight_reads_table(results: Results, run_ids: list[str]) -> Table:
+    frame = results.view("dynamics_inflight_reads", run_ids).drop(columns="run_id")
+    return Table("dynamics_inflight_reads", "Dynamics: reads in flight across a change",
+                 frame, NO_RUNS if frame.empty else (
+                     "A search or recall of the change's own probes sent just before the "
+                     "change was requested. straddled: answered after the change was "
+                     "acknowledged; returned_after_denied: of those, answers that returned the "
+                     "row although the world after the change denies it (the timed policy "
+                     "judges them may: the server may have read before the change); leaks: "
+                     "answers the policy denies either way."), ("dynamics_inflight_reads",))
+
+
+def timeline_figure(results: Results, run_id: str, label: str, out_dir: Path,
+                    target_kind: str = "reference") -> FigureOutput:
+    """Each change at 0 ms; every answer to its probes by family and outcome. A change with
+    no judged answer keeps its (empty) row, so every target's figure has the same rows."""
     frame = results.view("dynamics_timeline", [run_id])
     name = f"dynamics_timeline_{label.replace(' ', '_').replace('(', '').replace(')', '')}"
-    changes = [c for c in CHANGE_ORDER if c in set(frame.change)]
+    changes = list(CHANGE_ORDER)
+    empty = [c for c in changes if c not in set(frame.change)]
     frame = frame.assign(outcome=[
         "returned, policy denies" if v == "leak" else
+        "returned, no longer current" if v == "stale" else
         "allowed, returned" if r else "withheld or refused"
         for v, r in zip(frame.verdict, frame.returned, strict=True)])
     with style():
@@ -192,7 +239,15 @@ def timeline_figure(results: Results, run_id: str, label: str, out_dir: Path) ->
         fig.tight_layout(rect=(0, 0.06, 1, 0.95))
         caption = (f"{label}: {len(frame)} judged answers of run {run_id}, each at its answer "
                    "time relative to its change's acknowledgement; red = the timed policy "
-                   "denies what the answer returned.")
+                   "denies what the answer returned; orange = a search-like path served a "
+                   "row superseded or past its ts_valid_end.")
+        if target_kind == "backend":
+            caption += (" An empty row is n/a for this backend's paths: the change or its "
+                        "probes need what the backend does not have (docs/backends.md; the "
+                        "run's manifest says which, in the backend's words).")
+        elif empty:
+            caption += (f" Empty rows, no judged answer (n/a on this target, or not in the "
+                        f"run's plan): {', '.join(empty)}.")
         return save(fig, out_dir, name, f"Dynamics timeline: {label}", caption,
                     ("dynamics_timeline",))
 
@@ -213,21 +268,24 @@ def build(context: Context) -> SectionOutput:
         runs = canonical_runs(results)
         ids = list(runs.run_id)
         tables = [mgs_table(results, ids), windows_table(results, ids),
-                  forget_table(results, ids), inflight_table(results, ids),
+                  stale_table(results, ids), forget_table(results, ids),
+                  inflight_table(results, ids), inflight_reads_table(results, ids),
                   reuse_table(results, ids)]
         for table in tables:
             write_table(table, context.out_dir / "tables")
         (context.out_dir / "figures").mkdir(parents=True, exist_ok=True)
         for run in runs.itertuples():
             figure = timeline_figure(results, run.run_id, _label(run.profile, run.target_kind),
-                                     context.out_dir / "figures")
+                                     context.out_dir / "figures", run.target_kind)
             figures[figure.name] = figure
     finally:
         results.con.close()
     output = SectionOutput(
         KEY, TITLE,
         "Not a claim of the paper: a timeline of changes (revocation, deletion, re-creation, "
-        "trust and home changes, soft-delete, expiry, redistribution, bulk writes in flight), "
+        "trust and home changes, soft-delete, expiry, redistribution, supersession, the "
+        "lifecycle's ts_valid_end, deletion of a row insights were derived from, bulk writes "
+        "and reads in flight), "
         "each answer judged by the policy at the moment the server gave it.",
         tables={t.name: t for t in tables}, figures=figures,
         fragments=[Fragment(REPRODUCTION, 110, markdown_section(tables))],

@@ -13,7 +13,14 @@ deleted; a redistributed row has the receiving agent as owner. Verdicts:
   `forget` marks those whose row was deleted or expired by then (a forget failure);
 - `miss`: a path that must return the row withheld what the policy allows (reads only);
 - `refused`: a write the policy allows was refused;
+- `stale`: a path that promises to hide superseded and outdated rows (search, recall, a
+  recall summary) returned one the policy at that moment holds superseded or past its
+  `ts_valid_end` (allowed, but no longer current: not a leak);
 - `ok`, `n/a` (the change could not be made on this target), `error` (no answer).
+
+Every verdict also carries `expected_late`: the decision in the world with every change
+requested by the answer applied, so a read in flight across a change (sent before it,
+answered after) that returned what that world denies can be counted.
 
 In-flight verdicts (`path` `bulk_inflight`): one per in-flight bulk, `leak` when rows were
 written under the agent's id after the change that withdrew its grant was acknowledged.
@@ -26,7 +33,7 @@ from typing import Any
 
 from fleetprobe import policy
 from fleetprobe.experiments.matrix.check import endpoint_absent, world_from
-from fleetprobe.policy import ALLOW, DENY, PATHS, Change, Principal, Row, Timeline
+from fleetprobe.policy import ALLOW, DENY, RULES, Change, Principal, Row, Timeline
 
 
 def timeline_from(events: list[dict[str, Any]]) -> tuple[Timeline, dict[str, str]]:
@@ -34,8 +41,9 @@ def timeline_from(events: list[dict[str, Any]]) -> tuple[Timeline, dict[str, str
     acknowledged step)."""
     principals, rows = world_from(events)
     for e in events:
-        if e["phase"] == "census_row" and e.get("expires_at"):
-            rows[e["row_key"]] = replace(rows[e["row_key"]], expires_at=e["expires_at"])
+        if e["phase"] == "census_row" and (e.get("expires_at") or e.get("valid_end")):
+            rows[e["row_key"]] = replace(rows[e["row_key"]], expires_at=e.get("expires_at"),
+                                         valid_end=e.get("valid_end"))
     changes: list[Change] = []
     acked: dict[str, str] = {}
     current = dict(principals)
@@ -62,8 +70,13 @@ def _change(e: dict[str, Any], principals: dict[str, Principal | None],
         return Change(sent, at, principal=who, state=None, credential=e.get("credential"))
     if step == "revoke":
         return Change(sent, at, credential=e.get("credential"))
-    if step == "expire":  # nothing to apply: the row's expires_at is in the census
+    if step in ("expire", "valid_end"):  # nothing to apply: the time is in the census
         return None
+    if step == "supersede":  # the earlier row as the later write makes it (the policy's
+        # word, not the target's: its detector is judged by the answers after it)
+        row = rows.get(e["row_key"])
+        return Change(sent, at, row=e["row_key"],
+                      row_state=row and replace(row, status=e.get("row_status") or "outdated"))
     before = principals.get(who) if who else None
     if step == "recreate" and who:
         generation = int((e.get("credential") or "#0").rsplit("#", 1)[1]) + 1
@@ -102,7 +115,8 @@ def _ms(t: str, since: str | None) -> float | None:
 
 
 def _verdict(e: dict[str, Any], kind: str | None, acked: str | None, expected: str | None,
-             verdict: str, what: str | None, forget: bool = False) -> dict[str, Any]:
+             verdict: str, what: str | None, forget: bool = False,
+             late: str | None = None) -> dict[str, Any]:
     t = e.get("answered_at")
     since = _ms(t, acked) if t else None
     sent = _ms(e["sent_at"], acked) if e.get("sent_at") and acked else None
@@ -112,7 +126,8 @@ def _verdict(e: dict[str, Any], kind: str | None, acked: str | None, expected: s
             "path": e["path"], "family": e.get("family"), "who": e.get("who"),
             "row_key": e.get("row_key"), "credential": e.get("credential"), "when": when,
             "since_change_ms": since, "expected": expected, "verdict": verdict, "what": what,
-            "forget": forget, "returned": bool(e.get("returned"))}
+            "forget": forget, "returned": bool(e.get("returned")), "expected_late": late,
+            "inflight": bool(e.get("inflight"))}
 
 
 def judge_probe(e: dict[str, Any], timeline: Timeline, acked: str | None,
@@ -131,19 +146,25 @@ def judge_probe(e: dict[str, Any], timeline: Timeline, acked: str | None,
     fleet = e.get("got") if e.get("returned") else (named[0] if named else row.fleet)
     expected = policy.decide_at(timeline, e["sent_at"], t, e["who"], e["credential"],
                                 e["row_key"], path, fleet)
+    late = policy.decide(timeline.at(t, skip_pending=False), e["who"], e["credential"],
+                         e["row_key"], path, fleet)
     returned = bool(e.get("returned"))
-    rule = PATHS[path]
+    rule = RULES[path]
     if returned and expected == DENY:
         what = {"write": "writes under a withdrawn or lacking grant"}.get(
             rule.kind, "returns the row" if rule.kind == "read" else "reveals the row")
-        return _verdict(e, kind, acked, expected, "leak", what, forget=row.deleted)
+        return _verdict(e, kind, acked, expected, "leak", what, forget=row.deleted, late=late)
     p = world.grant(e["who"], e["credential"])
     if (not returned and expected == ALLOW and rule.kind == "read" and p is not None
             and policy.must_return(path, row, ALLOW, tuple(named), p.agent_id)):
-        return _verdict(e, kind, acked, expected, "miss", "withholds the row")
+        return _verdict(e, kind, acked, expected, "miss", "withholds the row", late=late)
     if not returned and expected == ALLOW and rule.kind == "write":
-        return _verdict(e, kind, acked, expected, "refused", "refuses an allowed write")
-    return _verdict(e, kind, acked, expected, "ok", None)
+        return _verdict(e, kind, acked, expected, "refused", "refuses an allowed write",
+                        late=late)
+    if returned and policy.stale(row, path):
+        return _verdict(e, kind, acked, expected, "stale",
+                        f"returns a row {row.status} by then", late=late)
+    return _verdict(e, kind, acked, expected, "ok", None, late=late)
 
 
 def judge_inflight(e: dict[str, Any], acked: str | None, kind: str | None) -> dict[str, Any]:

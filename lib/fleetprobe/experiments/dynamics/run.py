@@ -22,10 +22,19 @@ from pydantic import Field, model_validator
 
 from fleetprobe.client import Credential, Result, body_field
 from fleetprobe.experiments.dynamics import check
+from fleetprobe.experiments.dynamics.derived import (
+    DERIVED_PROBES,
+    derived_not_applicable,
+    prepare_derived,
+    triple,
+    write_late,
+)
 from fleetprobe.experiments.dynamics.world import (
     CHANGES,
+    DERIVED_CHANGES,
     FAMILIES,
     INFLIGHT_CHANGES,
+    STALE_CHANGES,
     ChangeSpec,
     DynamicsPlan,
     make_plan,
@@ -34,7 +43,6 @@ from fleetprobe.experiments.matrix.build import (
     census,
     entities,
     principals,
-    row_item,
     set_trust,
     setup_tenants,
     write_rows,
@@ -42,7 +50,7 @@ from fleetprobe.experiments.matrix.build import (
 from fleetprobe.experiments.matrix.probes import PROBES
 from fleetprobe.experiments.matrix.run import lifted
 from fleetprobe.experiments.matrix.run import not_applicable as matrix_not_applicable
-from fleetprobe.experiments.matrix.state import Wire, fleet_id, plan_fleet, remember, wire
+from fleetprobe.experiments.matrix.state import Wire, fleet_id, plan_fleet, wire
 from fleetprobe.plans import rng, salted, spelled
 from fleetprobe.runner import (
     Checker,
@@ -70,6 +78,8 @@ class DynamicsParams(ExperimentParams):
     inflight_delay_s: float = Field(0.0, ge=0)
     search_top_k: int = Field(10, ge=1, le=20)
     settle_s: float = Field(0.3, ge=0)
+    detect_timeout_s: float = Field(3.0, ge=0, description="how long a supersession's "
+                                    "detection is watched for after the later write")
 
     @model_validator(mode="after")
     def _known(self) -> DynamicsParams:
@@ -92,21 +102,22 @@ def generation(ctx: RunContext, who: str) -> int:
 
 
 async def send(ctx: RunContext, w: Wire, change: ChangeSpec, probe: Any, n: int,
-               cred: Credential, gen: int) -> None:
+               cred: Credential, gen: int, inflight: bool = False) -> None:
     plan = ctx.plan.world
     who, row = plan.principals[probe.who], plan.rows[probe.row]
     # the matrix's probes salt their own writes by a numeric probe id: one per round
     ci, pi = (int(x.lstrip("c")) for x in probe.probe_id.split("."))
     wire_probe = dataclasses.replace(probe, probe_id=f"e{(ci * 100 + pi) * 1000 + n}")
     sent = now()
-    obs = await PROBES[probe.path](ctx, w, cred, who, row, wire_probe)
+    obs = await (DERIVED_PROBES.get(probe.path) or PROBES[probe.path])(ctx, w, cred, who, row,
+                                                                        wire_probe)
     answered = now()
     fleets = ",".join(f or "" for f in obs.fleets) if obs.fleets else None
     ctx.record("probe", obs.result, change_id=change.change_id,
                probe_id=f"{probe.probe_id}.{n}", round=n, who=probe.who,
                credential=f"{probe.who}#{gen}", path=probe.path, row_key=probe.row,
                family=FAMILIES[probe.path], fleets=fleets, returned=obs.returned, got=obs.got,
-               sent_at=sent, answered_at=answered)
+               sent_at=sent, answered_at=answered, inflight=inflight or None)
 
 
 async def round_(ctx: RunContext, w: Wire, change: ChangeSpec, n: int,
@@ -130,7 +141,8 @@ async def round_(ctx: RunContext, w: Wire, change: ChangeSpec, n: int,
 def probe_not_applicable(ctx: RunContext, w: Wire, probe: Any) -> str | None:
     """The matrix's reasons (a backend's "not supported", a link the target did not keep),
     and a replay probe of a row written without the key it replays."""
-    reason = matrix_not_applicable(ctx, w, probe)
+    reason = (derived_not_applicable(ctx, w, probe) if probe.path in DERIVED_PROBES
+              else matrix_not_applicable(ctx, w, probe))
     if reason is None and probe.path == "bulk_attempt" and probe.row not in w.attempts:
         reason = "the row was written without a bulk attempt id (no bulk endpoint)"
     if reason is None and probe.path == "idempotency" and probe.row not in w.idempotency:
@@ -152,20 +164,39 @@ async def episode(ctx: RunContext, change: ChangeSpec) -> None:
                    subject=change.subject)
         ctx.trace.skip(f"change {change.change_id} {change.kind}", na)
         return
-    if change.kind == "expire":
-        await write_expiring(ctx, w, change)
+    await PREPARE.get(change.kind, _nothing)(ctx, w, change)
     n = 0
     for _ in range(ctx.params.rounds_before):
         await round_(ctx, w, change, n, credentials(ctx, w, change))
         n += 1
+    # reads in flight across the change: the subject's searches and recalls, sent just
+    # before the change is requested and answered whenever the server gets to them
+    reads = asyncio.gather(*inflight_reads(ctx, w, change))
     task = asyncio.create_task(CHANGE[change.kind](ctx, w, change))
     while not task.done():  # the change is applied while probes run
         await round_(ctx, w, change, n, credentials(ctx, w, change))
         n += 1
     await task
+    await reads
     for _ in range(ctx.params.rounds_after):
         await round_(ctx, w, change, n, credentials(ctx, w, change))
         n += 1
+
+
+INFLIGHT_ROUND = 999  # the in-flight reads' round number (probe ids `<change>.<probe>.999`)
+INFLIGHT_READ_PATHS = ("search", "recall")
+
+
+def inflight_reads(ctx: RunContext, w: Wire, change: ChangeSpec) -> list[Any]:
+    creds = credentials(ctx, w, change)
+    return [send(ctx, w, change, p, INFLIGHT_ROUND, *creds[p.who], inflight=True)
+            for p in change.probes if p.path in INFLIGHT_READ_PATHS
+            and p.row in w.memory_ids and p.who in creds
+            and probe_not_applicable(ctx, w, p) is None]
+
+
+async def _nothing(ctx: RunContext, w: Wire, change: ChangeSpec) -> None:
+    return None
 
 
 def not_applicable(ctx: RunContext, w: Wire, change: ChangeSpec) -> str | None:
@@ -299,27 +330,71 @@ async def redistribute(ctx: RunContext, w: Wire, change: ChangeSpec) -> None:
 
 async def write_expiring(ctx: RunContext, w: Wire, change: ChangeSpec) -> None:
     """The expiring row, written just before its episode so it expires while probes run."""
-    row = ctx.plan.world.rows[change.subject]
     expires = now_plus(ctx.params.expire_s)
-    key = f"dy-{ctx.nonce}-{row.key}"
-    body = {"agent_id": w.agent_ids[row.owner], "visibility": row.visibility,
-            "expires_at": expires, **row_item(ctx, w, row)}
-    r = await ctx.client.write(w.creds[f"{row.tenant}.tk"], body,
-                               headers={"Idempotency-Key": key})
-    ctx.record("setup", r, step="write", who=row.owner, row_key=row.key)
-    if r.status == 201 and body_field(r.body, "id"):
-        remember(w, row, r.body["id"])
-        w.idempotency[row.key] = key
-        w.missing_rows.pop(row.key, None)
-        ctx.state.setdefault("expires_at", {})[row.key] = expires
-        ctx.record("census_row", row_key=row.key, tenant=row.tenant,
-                   fleet=plan_fleet(w, body_field(r.body, "fleet_id")),
-                   visibility=body_field(r.body, "visibility"), owner=row.owner,
-                   row_status=body_field(r.body, "status"), deleted=False, source="write",
-                   expires_at=expires)
-    else:
-        w.missing_rows[row.key] = f"write: {r.error}"
-        ctx.trace.shortfall(f"the expiring row {row.key} was not written: {r.error}")
+    if await write_late(ctx, w, ctx.plan.world.rows[change.subject], {"expires_at": expires},
+                        idempotent=True):
+        ctx.state.setdefault("expires_at", {})[change.subject] = expires
+
+
+async def write_valid_end(ctx: RunContext, w: Wire, change: ChangeSpec) -> None:
+    """A row current until `ts_valid_end` a moment ahead (MemClaw's lifecycle job then
+    outdates it), written just before its episode."""
+    until = now_plus(ctx.params.expire_s)
+    if await write_late(ctx, w, ctx.plan.world.rows[change.subject], {"ts_valid_end": until}):
+        ctx.state.setdefault("expires_at", {})[change.subject] = until
+
+
+async def write_superseded(ctx: RunContext, w: Wire, change: ChangeSpec) -> None:
+    """The row a later write will supersede, written just before its episode."""
+    await write_late(ctx, w, ctx.plan.world.rows[change.subject],
+                     triple(ctx, w, change, change.subject))
+
+
+async def supersede(ctx: RunContext, w: Wire, change: ChangeSpec) -> None:
+    """The owner writes the later row (RDF: the same subject and predicate, another object;
+    semantic: a sentence denying the earlier one); acknowledged by its 201. Then the earlier
+    row's status is watched until the target marks it (`detected_ms`, or never)."""
+    later = ctx.plan.world.rows[change.partner]
+    earlier = ctx.plan.world.rows[change.subject]
+    extra = triple(ctx, w, change, later.key)
+    if change.kind == "supersede_semantic":
+        extra = {"content": salted("Correction: it is not true that "
+                                   + earlier.content[0].lower() + earlier.content[1:],
+                                   ctx.nonce)}
+    sent = now()
+    r = await write_late(ctx, w, later, extra)
+    answered = now()
+    record_change(ctx, change, r, sent, answered, r.status == 201, step="supersede",
+                  row_key=change.subject,
+                  row_status="outdated" if change.kind == "supersede_rdf" else "conflicted")
+    if r.status == 201:
+        await watch_detection(ctx, w, change, answered)
+
+
+async def watch_detection(ctx: RunContext, w: Wire, change: ChangeSpec, since: str) -> None:
+    cred = tenant_cred(ctx, w, ctx.plan.world.rows[change.subject].owner)
+    deadline = asyncio.get_running_loop().time() + ctx.params.detect_timeout_s
+    status = None
+    while asyncio.get_running_loop().time() < deadline:
+        r = await ctx.client.get(cred, w.memory_ids[change.subject])
+        status = body_field(r.body, "status") if r.ok else None
+        if status not in (None, "active"):
+            break
+        await asyncio.sleep(0.02)
+    at = now()
+    detected = status not in (None, "active")
+    ctx.record("change_observed", change_id=change.change_id, change=change.kind,
+               row_key=change.subject, detected=detected, row_status=status,
+               detected_ms=check._ms(at, since) if detected else None,
+               watched_s=ctx.params.detect_timeout_s)
+
+
+async def valid_end(ctx: RunContext, w: Wire, change: ChangeSpec) -> None:
+    """No request: the change is the row's own `ts_valid_end` passing."""
+    at = ctx.state["expires_at"][change.subject]
+    wait = (datetime.fromisoformat(at.replace("Z", "+00:00")) - utc_now()).total_seconds()
+    await asyncio.sleep(max(wait, 0))
+    record_change(ctx, change, None, at, at, True, step="valid_end", row_key=change.subject)
 
 
 def now_plus(seconds: float) -> str:
@@ -393,7 +468,15 @@ CHANGE = {
     "rehome": set_agent_trust, "soft_delete": soft_delete, "soft_delete_single": soft_delete,
     "expire": expire, "redistribute": redistribute,
     **{k: inflight for k in INFLIGHT_CHANGES},
+    "supersede_rdf": supersede, "supersede_semantic": supersede, "valid_end": valid_end,
+    **{k: soft_delete for k in DERIVED_CHANGES},
 }
+# what an episode writes or builds before its first round
+PREPARE = {"expire": write_expiring, "valid_end": write_valid_end,
+           "supersede_rdf": write_superseded, "supersede_semantic": write_superseded,
+           **{k: prepare_derived for k in DERIVED_CHANGES}}
+assert set(PREPARE) <= set(CHANGES)
+assert all(k in PREPARE for k in STALE_CHANGES)
 assert set(CHANGE) == set(CHANGES), "every change kind is applied by a function"
 
 

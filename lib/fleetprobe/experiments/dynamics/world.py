@@ -30,14 +30,24 @@ AGENT_CHANGES = ("revoke_key", "delete_agent", "recreate_agent", "trust_3_1", "t
                  "trust_1_3", "rehome")
 ROW_CHANGES = ("soft_delete", "soft_delete_single", "expire", "redistribute")
 INFLIGHT_CHANGES = ("inflight_delete", "inflight_revoke")
-CHANGES = AGENT_CHANGES + ROW_CHANGES + INFLIGHT_CHANGES
+# a row stops being current: superseded by a later row (MemClaw's RDF path: same subject and
+# single-valued predicate, another object; its semantic path: a contradicting sentence), or
+# past its `ts_valid_end` (MemClaw's lifecycle job `archive-expired` outdates it); and a row
+# deleted after artefacts were derived from it (a supersession record, a persisted insight)
+STALE_CHANGES = ("supersede_rdf", "supersede_semantic", "valid_end")
+DERIVED_CHANGES = ("soft_delete_derived",)
+CHANGES = AGENT_CHANGES + ROW_CHANGES + INFLIGHT_CHANGES + STALE_CHANGES + DERIVED_CHANGES
+# the single-valued predicate (MemClaw's SINGLE_VALUE_PREDICATES) of each change's triples;
+# none is the matrix's chain predicate, so no change's rows supersede the world's
+PREDICATE = {"supersede_rdf": "version", "soft_delete_derived": "deadline"}
 
 # path families (the timeline figure's rows)
 FAMILIES = {
     "get": "by id", "contradictions": "by id", "list": "list", "list_deleted": "list",
     "search": "search", "recall": "search", "entity": "derived", "dup_exact": "derived",
     "bulk_attempt": "derived", "idempotency": "derived", "write": "write",
-    "bulk_write": "write",
+    "bulk_write": "write", "contradiction_record": "derived", "insight": "derived",
+    "recall_summary": "derived",
 }
 OWN_READS = ("get", "list", "search", "recall")
 # what a credential with no grant is tried on: reads of its own private row, writes
@@ -54,6 +64,11 @@ class ChangeSpec:
     trust: int | None = None  # trust_*: the new trust; recreate: the trust it is re-made at
     fleet: str | None = None  # rehome: the new home fleet (plan name)
     target: str | None = None  # redistribute: the receiving agent
+    # supersede_*: the later row that supersedes the subject; soft_delete_derived: the
+    # earlier row the subject superseded (its /contradictions names the subject)
+    partner: str | None = None
+    # soft_delete_derived: the agent that generates the insight naming the subject (trust 2)
+    analyst: str | None = None
 
 
 @dataclass
@@ -87,6 +102,10 @@ def make_plan(seed: int, fleets: int, kinds: tuple[str, ...]) -> DynamicsPlan:
             plan.changes.append(ChangeSpec(cid, kind, subject, probes, trust=new_trust,
                                            fleet=f1 if kind == "rehome" else None))
             continue
+        if kind in STALE_CHANGES or kind in DERIVED_CHANGES:
+            plan.changes.append(_time_change(plan, words, kind, cid, sibling, sibling2,
+                                             f"{a}.tk"))
+            continue
         via = "single" if kind in ("soft_delete_single", "expire") else "bulk"
         vis = "scope_agent" if kind == "redistribute" else "scope_team"
         # a redistributed row's owner holds trust 3: it may hand its row on under every profile
@@ -99,6 +118,27 @@ def make_plan(seed: int, fleets: int, kinds: tuple[str, ...]) -> DynamicsPlan:
     plan.late_rows = tuple(k for k, r in world.rows.items() if r.via == "late")
     world.probes = [p for c in plan.changes for p in c.probes]
     return plan
+
+
+def _time_change(plan: DynamicsPlan, words: random.Random, kind: str, cid: str, owner: str,
+                 other: str, tenant: str) -> ChangeSpec:
+    """Two late rows of one owner in its fleet: an earlier and a later one. For a stale
+    change the subject is the earlier row (the later one supersedes it; for `valid_end` it is
+    not written); for `soft_delete_derived` the subject is the later row, deleted once a
+    supersession record and an insight name it."""
+    first = _add_row(plan, words, owner, "scope_team", "single", late=True)
+    second = _add_row(plan, words, owner, "scope_team", "single", late=True)
+    if kind in STALE_CHANGES:
+        triples = [(owner, p, first) for p in ("get", "contradictions", "list", "search",
+                                               "recall", "recall_summary")]
+        triples += [(other, p, first) for p in ("get", "search")] + [(tenant, "search", first)]
+        return ChangeSpec(cid, kind, first, _probes(cid, triples),
+                          partner=None if kind == "valid_end" else second)
+    triples = [(owner, p, second) for p in ("get", "search", "recall_summary",
+                                            "contradiction_record", "insight")]
+    triples += [(other, p, second) for p in ("search", "contradiction_record", "insight")]
+    triples += [(tenant, "insight", second)]
+    return ChangeSpec(cid, kind, second, _probes(cid, triples), partner=first, analyst=other)
 
 
 def _row_of(world: MatrixPlan, owner: str, visibility: str) -> str:
