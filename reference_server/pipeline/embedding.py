@@ -80,6 +80,7 @@ class HashingEmbedder:
     name = "hashing-sha256"
     offload = False
     WORD_CACHE_MAX = 50_000
+    WORD_CACHE_BATCH = 4_096  # new words one batch may add to the word cache
     TEXT_CACHE_MAX = 8_192
 
     def __init__(self, dim: int = 384) -> None:
@@ -116,25 +117,38 @@ class HashingEmbedder:
         known = {w: v for w in words if (v := self._words.get(w)) is not None}
         new = [w for w in words if w not in known]
         matrix = self.word_vectors(new)
-        _bounded_update(self._words, dict(zip(new, matrix, strict=True)), self.WORD_CACHE_MAX)
+        # A batch's new words beyond WORD_CACHE_BATCH are mostly words seen once (ids,
+        # nonces: a hostile bulk's every word): caching them all cost a tenth of a 977 KB
+        # bulk and evicted the words ordinary writes repeat. A copy: the cache must not keep
+        # the batch's whole matrix alive.
+        cached = matrix[:self.WORD_CACHE_BATCH].copy()
+        _bounded_update(self._words, dict(zip(new, cached, strict=False)),
+                        self.WORD_CACHE_MAX)
         if known:
             matrix = np.concatenate([matrix, np.stack(list(known.values()))])
         return matrix, {w: i for i, w in enumerate([*new, *known])}
 
     def word_vectors(self, words: Sequence[str]) -> np.ndarray:
-        """(len(words), dim) float32: each word's `default_rng(seed).standard_normal(dim)`,
-        drawn in blocks into one reused float64 buffer."""
+        """(len(words), dim) float32: each word's `default_rng(seed).standard_normal(dim)`.
+        Many words at once go to the compiled kernel (`wordgen.py`) once it is loaded;
+        until then, and for a few words, one reused numpy generator per word."""
         seeds = np.fromiter((int.from_bytes(hashlib.sha256(w.encode("utf-8")).digest()[:8],
                                             "little") for w in words),
                             dtype=np.uint64, count=len(words))
-        states = seed_states(seeds).tolist()
+        if len(words) >= KERNEL_MIN_WORDS and (kernel := compiled_kernel()) is not None:
+            return kernel(seed_states(seeds), self.dim)
+        return self._drawn_one_by_one(seed_states(seeds).tolist())
+
+    def _drawn_one_by_one(self, states: list[list[int]]) -> np.ndarray:
+        """The words' vectors from numpy's own generator, reseeded per word and drawn in
+        blocks into one reused float64 buffer."""
         bits, normal = self._generator()
-        out = np.empty((len(words), self.dim), dtype=np.float32)
-        buffer = np.empty((min(len(words), WORD_BLOCK), self.dim))
+        out = np.empty((len(states), self.dim), dtype=np.float32)
+        buffer = np.empty((min(len(states), WORD_BLOCK), self.dim))
         state = {"bit_generator": "PCG64", "state": {"state": 0, "inc": 0},
                  "has_uint32": 0, "uinteger": 0}
         inner = state["state"]
-        for start in range(0, len(words), WORD_BLOCK):
+        for start in range(0, len(states), WORD_BLOCK):
             block = states[start:start + WORD_BLOCK]
             for k, (s0, s1, i0, i1) in enumerate(block):
                 inner["state"], inner["inc"] = pcg64_seeded(s0, s1, i0, i1)
@@ -161,7 +175,32 @@ class HashingEmbedder:
         return vector
 
 
-WORD_BLOCK = 1024  # words drawn per block of `HashingEmbedder.word_vectors`
+WORD_BLOCK = 1024  # words drawn per block of `HashingEmbedder._drawn_one_by_one`
+
+# From this many new words on, a batch is worth the compiled kernel (pipeline/wordgen.py,
+# ~5x faster a word, the GIL released); fewer are drawn by numpy directly: a write of a
+# sentence never imports numba.
+KERNEL_MIN_WORDS = 512
+_kernel: Callable[[np.ndarray, int], np.ndarray] | None = None
+_kernel_loading = threading.Lock()
+
+
+def compiled_kernel() -> Callable[[np.ndarray, int], np.ndarray] | None:
+    """`wordgen.standard_normals` once loaded, else None; the first ask starts loading it on
+    a thread of its own (numba's import and the cached compilation take a second or more,
+    which no request should wait for: until then batches take the numpy path)."""
+    if _kernel is None and _kernel_loading.acquire(blocking=False):
+        threading.Thread(target=_load_kernel, name="wordgen-load", daemon=True).start()
+    return _kernel
+
+
+def _load_kernel() -> None:
+    global _kernel
+    from . import wordgen
+
+    probe = seed_states(np.arange(2, dtype=np.uint64))
+    wordgen.standard_normals(probe, 4)  # compiles, or loads the on-disk cache
+    _kernel = wordgen.standard_normals
 
 
 def _bounded_put(cache: dict, key: str, value: np.ndarray, limit: int) -> None:
