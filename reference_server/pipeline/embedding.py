@@ -116,7 +116,7 @@ class HashingEmbedder:
         """The words' vectors as the rows of one matrix, and each word's row."""
         known = {w: v for w in words if (v := self._words.get(w)) is not None}
         new = [w for w in words if w not in known]
-        matrix = self.word_vectors(new)
+        matrix = self.word_vectors(new, spare_rows=len(known))
         # A batch's new words beyond WORD_CACHE_BATCH are mostly words seen once (ids,
         # nonces: a hostile bulk's every word): caching them all cost a tenth of a 977 KB
         # bulk and evicted the words ordinary writes repeat. A copy: the cache must not keep
@@ -124,26 +124,29 @@ class HashingEmbedder:
         cached = matrix[:self.WORD_CACHE_BATCH].copy()
         _bounded_update(self._words, dict(zip(new, cached, strict=False)),
                         self.WORD_CACHE_MAX)
-        if known:
-            matrix = np.concatenate([matrix, np.stack(list(known.values()))])
+        if known:  # into the rows left for them (a concatenation copied the whole matrix)
+            matrix[len(new):] = np.stack(list(known.values()))
         return matrix, {w: i for i, w in enumerate([*new, *known])}
 
-    def word_vectors(self, words: Sequence[str]) -> np.ndarray:
-        """(len(words), dim) float32: each word's `default_rng(seed).standard_normal(dim)`.
+    def word_vectors(self, words: Sequence[str], spare_rows: int = 0) -> np.ndarray:
+        """(len(words) + spare_rows, dim) float32: each word's
+        `default_rng(seed).standard_normal(dim)`, then `spare_rows` rows left for the caller.
         Many words at once go to the compiled kernel (`wordgen.py`) once it is loaded;
         until then, and for a few words, one reused numpy generator per word."""
-        seeds = np.fromiter((int.from_bytes(hashlib.sha256(w.encode("utf-8")).digest()[:8],
-                                            "little") for w in words),
-                            dtype=np.uint64, count=len(words))
+        sha256 = hashlib.sha256
+        digests = b"".join([sha256(w.encode("utf-8")).digest()[:8] for w in words])
+        seeds = np.frombuffer(digests, dtype="<u8").astype(np.uint64)
+        out = np.empty((len(words) + spare_rows, self.dim), dtype=np.float32)
         if len(words) >= KERNEL_MIN_WORDS and (kernel := compiled_kernel()) is not None:
-            return kernel(seed_states(seeds), self.dim)
-        return self._drawn_one_by_one(seed_states(seeds).tolist())
+            kernel(seed_states(seeds), out)
+        else:
+            self._drawn_one_by_one(seed_states(seeds).tolist(), out)
+        return out
 
-    def _drawn_one_by_one(self, states: list[list[int]]) -> np.ndarray:
-        """The words' vectors from numpy's own generator, reseeded per word and drawn in
-        blocks into one reused float64 buffer."""
+    def _drawn_one_by_one(self, states: list[list[int]], out: np.ndarray) -> None:
+        """The words' vectors into `out`'s first rows, from numpy's own generator reseeded
+        per word, drawn in blocks into one reused float64 buffer."""
         bits, normal = self._generator()
-        out = np.empty((len(states), self.dim), dtype=np.float32)
         buffer = np.empty((min(len(states), WORD_BLOCK), self.dim))
         state = {"bit_generator": "PCG64", "state": {"state": 0, "inc": 0},
                  "has_uint32": 0, "uinteger": 0}
@@ -155,7 +158,6 @@ class HashingEmbedder:
                 bits.state = state
                 normal(out=buffer[k])
             out[start:start + len(block)] = buffer[:len(block)]
-        return out
 
     def _generator(self) -> tuple[np.random.PCG64, Callable[..., np.ndarray]]:
         local = self._local
@@ -181,11 +183,11 @@ WORD_BLOCK = 1024  # words drawn per block of `HashingEmbedder._drawn_one_by_one
 # ~5x faster a word, the GIL released); fewer are drawn by numpy directly: a write of a
 # sentence never imports numba.
 KERNEL_MIN_WORDS = 512
-_kernel: Callable[[np.ndarray, int], np.ndarray] | None = None
+_kernel: Callable[[np.ndarray, np.ndarray], None] | None = None
 _kernel_loading = threading.Lock()
 
 
-def compiled_kernel() -> Callable[[np.ndarray, int], np.ndarray] | None:
+def compiled_kernel() -> Callable[[np.ndarray, np.ndarray], None] | None:
     """`wordgen.standard_normals` once loaded, else None; the first ask starts loading it on
     a thread of its own (numba's import and the cached compilation take a second or more,
     which no request should wait for: until then batches take the numpy path)."""
@@ -199,7 +201,7 @@ def _load_kernel() -> None:
     from . import wordgen
 
     probe = seed_states(np.arange(2, dtype=np.uint64))
-    wordgen.standard_normals(probe, 4)  # compiles, or loads the on-disk cache
+    wordgen.standard_normals(probe, np.empty((2, 4), dtype=np.float32))  # compiles/loads
     _kernel = wordgen.standard_normals
 
 

@@ -94,11 +94,9 @@ def _fill(states, out):
             out[w, k] = x
 
 
-def standard_normals(states: np.ndarray, dim: int) -> np.ndarray:
-    """(n, dim) float32: for each row `(s0, s1, i0, i1)` of `states` (numpy's
-    `SeedSequence(seed).generate_state(4, uint64)`), `dim` draws of numpy's
-    `Generator(PCG64(seed)).standard_normal()` (float64), rounded to float32."""
-    out = np.empty((len(states), dim), dtype=np.float32)
+def standard_normals(states: np.ndarray, out: np.ndarray) -> None:
+    """Into `out`'s first `len(states)` rows (float32, C order, `dim` columns): for each row
+    `(s0, s1, i0, i1)` of `states` (numpy's `SeedSequence(seed).generate_state(4, uint64)`),
+    `dim` draws of numpy's `Generator(PCG64(seed)).standard_normal()` (float64), rounded."""
     if len(states):
         _fill(np.ascontiguousarray(states, dtype=np.uint64), out)
-    return out
