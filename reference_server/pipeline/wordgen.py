@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 from numba.np.random import _constants as zig
 
 _U64 = np.uint64
 _ZERO, _ONE = _U64(0), _U64(1)
-_LOW32, _S8, _S11, _S32, _S58, _S63, _S64 = (_U64(0xFFFFFFFF), _U64(8), _U64(11), _U64(32),
-                                             _U64(58), _U64(63), _U64(64))
+_S8, _S11, _S58, _S63, _S64 = _U64(8), _U64(11), _U64(58), _U64(63), _U64(64)
 _MULT_HI, _MULT_LO = _U64(0x2360ED051FC65DA4), _U64(0x4385DF649FCCF645)  # PCG's 128-bit mult
 _MANT52, _BYTE = _U64(0x000FFFFFFFFFFFFF), _U64(0xFF)
 _WI, _KI, _FI = zig.wi_double, zig.ki_double, zig.fi_double
@@ -33,12 +35,13 @@ _TO_DOUBLE = 1.0 / 9007199254740992.0  # numpy's next_double: (u64 >> 11) * 2**-
 _inline = numba.njit(nogil=True, cache=True, inline="always")
 
 
-@_inline
-def _mulhi(a, b):  # the high 64 bits of a * b
-    a0, a1, b0, b1 = a & _LOW32, a >> _S32, b & _LOW32, b >> _S32
-    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
-    mid = (p00 >> _S32) + (p01 & _LOW32) + (p10 & _LOW32)
-    return p11 + (p01 >> _S32) + (p10 >> _S32) + (mid >> _S32)
+@intrinsic
+def _mulhi(typingctx, a, b):  # noqa: ARG001 - the high 64 bits of a * b: one 128-bit mul
+    def codegen(context, builder, signature, args):  # noqa: ARG001
+        wide = ir.IntType(128)
+        product = builder.mul(builder.zext(args[0], wide), builder.zext(args[1], wide))
+        return builder.trunc(builder.lshr(product, ir.Constant(wide, 64)), ir.IntType(64))
+    return types.uint64(types.uint64, types.uint64), codegen
 
 
 @_inline
