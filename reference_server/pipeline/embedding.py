@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import operator
 import os
 import re
 import threading
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from itertools import chain, compress, count, repeat
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -105,17 +107,20 @@ class HashingEmbedder:
                 todo[text] = tokens(text)
             else:
                 found[text] = vector
-        if todo:
-            matrix, row = self._word_matrix({w for ws in todo.values() for w in ws})
+        if todo:  # map/compress/zip: a 977 KB bulk has 110,000 words to look up, in C
+            matrix, row = self._word_matrix(dict.fromkeys(chain.from_iterable(todo.values())))
             for text, ws in todo.items():
-                found[text] = self._normalised_sum(matrix, [row[w] for w in ws])
+                found[text] = self._normalised_sum(matrix, list(map(row.__getitem__, ws)))
                 _bounded_put(self._texts, text, found[text], self.TEXT_CACHE_MAX)
         return [found[t] for t in texts]
 
-    def _word_matrix(self, words: set[str]) -> tuple[np.ndarray, dict[str, int]]:
-        """The words' vectors as the rows of one matrix, and each word's row."""
-        known = {w: v for w in words if (v := self._words.get(w)) is not None}
-        new = [w for w in words if w not in known]
+    def _word_matrix(self, words: dict[str, None]) -> tuple[np.ndarray, dict[str, int]]:
+        """The words' vectors as the rows of one matrix (the new ones, then those the cache
+        holds), and each word's row."""
+        held = list(map(self._words.get, words))
+        is_known = list(map(operator.is_not, held, repeat(None)))
+        new = list(compress(words, map(operator.not_, is_known)))
+        known = list(compress(words, is_known))
         matrix = self.word_vectors(new, spare_rows=len(known))
         # A batch's new words beyond WORD_CACHE_BATCH are mostly words seen once (ids,
         # nonces: a hostile bulk's every word): caching them all cost a tenth of a 977 KB
@@ -125,8 +130,8 @@ class HashingEmbedder:
         _bounded_update(self._words, dict(zip(new, cached, strict=False)),
                         self.WORD_CACHE_MAX)
         if known:  # into the rows left for them (a concatenation copied the whole matrix)
-            matrix[len(new):] = np.stack(list(known.values()))
-        return matrix, {w: i for i, w in enumerate([*new, *known])}
+            matrix[len(new):] = np.stack(list(compress(held, is_known)))
+        return matrix, dict(zip(chain(new, known), count()))
 
     def word_vectors(self, words: Sequence[str], spare_rows: int = 0) -> np.ndarray:
         """(len(words) + spare_rows, dim) float32: each word's
