@@ -46,7 +46,8 @@ from seeding import sentence, vocabulary  # noqa: E402
 from reference_server.launch.process import ReferenceServer  # noqa: E402
 
 FAST_ARGS = ["--search-rate", "1000000/minute", "--write-rate", "1000000/second",
-             "--bulk-rate", "100000/second"]
+             "--bulk-rate", "100000/second",
+             "--embed-kernel", "eager"]  # a long-running server's state: the kernel loaded
 ITEMS, ITEM_CHARS = 100, 10_000
 API = "/api/v1"
 OPS = ("GET by id", "search", "write")
