@@ -55,6 +55,27 @@ def api(request: pytest.FixtureRequest, pool: ServerPool) -> Iterator[Api]:
     api.close()
 
 
+# --- the choices themselves ---------------------------------------------------------------
+
+MEMCLAW = ("memclaw-2026-05-30", "memclaw-2026-05-31", "memclaw-2.29")
+
+
+def test_hardened_closes_what_the_memclaw_profiles_let_through() -> None:
+    """The tests below follow each profile's fields; this pins the fields to the issue: the
+    MemClaw profiles keep MemClaw's answers (the engine, probed: `None` rate-limit headers,
+    coerced numbers, unknown links kept or, in v2.29, dropped), hardened refuses unknown
+    links (at most 100), sends real rate-limit values with Retry-After and strict numbers."""
+    hardened = get_profile("hardened")
+    assert (hardened.unknown_entity_links, hardened.max_entity_links,
+            hardened.rate_limit_headers, hardened.strict_numbers) == ("refuse", 100, "window",
+                                                                      True)
+    for name in MEMCLAW:
+        p = get_profile(name)
+        assert (p.rate_limit_headers, p.strict_numbers, p.max_entity_links) == (
+            "usage-stub", False, None), name
+        assert p.unknown_entity_links == ("drop" if name == "memclaw-2.29" else "store"), name
+
+
 # --- entity links -----------------------------------------------------------------------
 
 def test_links_to_unknown_entities_follow_the_profile(api: Api) -> None:
