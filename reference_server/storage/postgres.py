@@ -438,6 +438,17 @@ class PostgresStorage:
                       "LIMIT 1", (tenant_id, client_request_id))
         return r["id"] if r else None
 
+    def find_client_requests(self, tenant_id: str,
+                             client_request_ids: Sequence[str]) -> dict[str, str]:
+        """{client_request_id: memory id} for those of the ids a row carries (a bulk chunk's
+        replay check in one round trip instead of one per item)."""
+        found: dict[str, str] = {}
+        for r in self._all("SELECT client_request_id, id FROM memories WHERE tenant_id = %s "
+                           "AND client_request_id = ANY(%s)",
+                           (tenant_id, list(dict.fromkeys(client_request_ids)))):
+            found.setdefault(r["client_request_id"], r["id"])
+        return found
+
     def ranked_by_similarity(self, tenant_id: str, vector: np.ndarray,
                              min_similarity: float) -> tuple[np.ndarray, np.ndarray]:
         if self.vector_search == "hnsw":  # a distance filter would keep the index unused

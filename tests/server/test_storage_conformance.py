@@ -411,6 +411,9 @@ def test_client_request_and_rowids(store: Storage) -> None:
                       [unit(np.random.default_rng(i)) for i in range(2)])
     assert store.find_client_request("t1", "req-1") == "m1"
     assert store.find_client_request("t2", "req-1") is None
+    assert store.find_client_requests("t1", ["req-1", "req-2", "req-1"]) == {"req-1": "m1"}
+    assert store.find_client_requests("t2", ["req-1"]) == {}
+    assert store.find_client_requests("t1", []) == {}
     m1 = store.get_memory("t1", "m1")
     assert store.rows_by_rowids([m1["_rowid"]])[m1["_rowid"]]["id"] == "m1"
     assert store.rows_by_rowids([]) == {}
