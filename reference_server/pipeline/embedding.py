@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import operator
 import os
 import re
@@ -203,10 +204,15 @@ def compiled_kernel() -> Callable[[np.ndarray, np.ndarray], None] | None:
 
 def _load_kernel() -> None:
     global _kernel
-    from . import wordgen
+    try:
+        from . import wordgen
 
-    probe = seed_states(np.arange(2, dtype=np.uint64))
-    wordgen.standard_normals(probe, np.empty((2, 4), dtype=np.float32))  # compiles/loads
+        probe = seed_states(np.arange(2, dtype=np.uint64))
+        wordgen.standard_normals(probe, np.empty((2, 4), dtype=np.float32))  # compiles/loads
+    except Exception:  # the same vectors, slower: numpy's generator per word
+        logging.getLogger(__name__).warning(
+            "embedding kernel unavailable; new words are drawn one by one", exc_info=True)
+        return
     _kernel = wordgen.standard_normals
 
 
