@@ -31,6 +31,7 @@ from ..api.state import ServerState  # noqa: E402
 from ..governance.auth import AUTH_MODES, hash_key, new_raw_key  # noqa: E402
 from ..governance.profiles import DEFAULT_PROFILE, PROFILES, get_profile  # noqa: E402
 from ..governance.ratelimit import parse_rate  # noqa: E402
+from ..pipeline.embedding import compiled_kernel  # noqa: E402
 from .connections import HEADER_TIMEOUT_S, http_protocol  # noqa: E402
 
 
@@ -57,6 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="with --auth gate: the environment variable holding the gate key")
     p.add_argument("--embedder", default="hashing", choices=["hashing", "minilm"],
                    help="hashing (offline default) or minilm (all-MiniLM-L6-v2, the embed extra)")
+    p.add_argument("--embed-kernel", default="lazy", choices=["lazy", "eager"],
+                   help="hashing embedder's compiled many-word kernel (numba): loaded on the "
+                        "first large batch (lazy), or on a thread at start-up (eager)")
     p.add_argument("--vector-search", default="exact", choices=["exact", "hnsw"],
                    help="PostgreSQL: exact similarity ranking (default) or the HNSW index")
     p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
@@ -115,6 +119,8 @@ def main(argv: list[str] | None = None) -> None:
                                      gate_key=gate_key, embedder=args.embedder,
                                      vector_search=args.vector_search))
     bootstrap_tenant(state)
+    if args.embed_kernel == "eager" and args.embedder == "hashing":
+        compiled_kernel()  # starts loading it on its own thread (~1 CPU-s, once)
     # CPU work (embedding, search scoring) runs in worker threads; a short GIL switch
     # interval lets the event loop thread take the GIL back within ~1 ms, so one heavy
     # request does not hold other tenants' requests (default 5 ms per hand-off).

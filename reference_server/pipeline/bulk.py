@@ -132,9 +132,7 @@ async def prepare(bulk: BulkWrite, chunk: list[BulkItem]) -> list[BulkItem]:
     """The chunk's items that reach the gates, each with its context and embedding."""
     ready = []
     steps = tuple(s for s in prepare_steps(bulk.profile.write_steps) if s != "embed")
-    for entry in chunk:
-        if replayed(bulk, entry):
-            continue
+    for entry in replayed(bulk, chunk):
         if entry.fields.memory_type in RESERVED_MEMORY_TYPES:
             entry.result |= {"status": "error",
                              "error": f"memory_type='{entry.fields.memory_type}' is "
@@ -158,11 +156,9 @@ def gate_and_commit(bulk: BulkWrite, ready: list[BulkItem]) -> None:
     """The gates and rows of a prepared chunk, then one transaction (synchronous)."""
     pending = PendingWrites()
     steps = gate_steps(bulk.profile.write_steps)
-    for entry in ready:
+    for entry in replayed(bulk, ready):
         ctx = entry.ctx
         assert ctx is not None
-        if replayed(bulk, entry):
-            continue
         ctx.pending = pending
         try:
             run_steps_now(ctx, steps)
@@ -180,12 +176,15 @@ def gate_and_commit(bulk: BulkWrite, ready: list[BulkItem]) -> None:
         bulk.on_detection_scheduled()
 
 
-def replayed(bulk: BulkWrite, entry: BulkItem) -> bool:
-    """An item this attempt id already wrote (an earlier try of the same bulk)."""
-    existing = bulk.storage.find_client_request(bulk.tenant_id, entry.request_id)
-    if existing:
-        entry.result |= {"status": "duplicate_attempt", "id": existing}
-    return bool(existing)
+def replayed(bulk: BulkWrite, entries: list[BulkItem]) -> list[BulkItem]:
+    """The entries this attempt id has not written yet; those an earlier try of the same bulk
+    wrote answer `duplicate_attempt` with their row (one lookup for the chunk)."""
+    written = bulk.storage.find_client_requests(bulk.tenant_id,
+                                                [e.request_id for e in entries])
+    for entry in entries:
+        if entry.request_id in written:
+            entry.result |= {"status": "duplicate_attempt", "id": written[entry.request_id]}
+    return [e for e in entries if e.request_id not in written]
 
 
 async def embed_off_loop(embedder: Embedder, texts: list[str]) -> list[Any]:

@@ -84,8 +84,10 @@ class ContradictionDetector:
                 jobs = self.storage.due_jobs(time.time())
                 for memory_id, tenant_id in jobs:
                     self.detect(memory_id, tenant_id)
-                if jobs:
+                    # a turn of the loop between jobs: a bulk leaves up to 50 due at once,
+                    # and run back to back (a commit each) they held every other request
                     await asyncio.sleep(0)
+                if jobs:
                     continue
                 await self._sleep_until_next()
             except asyncio.CancelledError:

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
+import operator
 import os
 import re
 import threading
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from itertools import chain, compress, count, repeat
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -80,6 +83,7 @@ class HashingEmbedder:
     name = "hashing-sha256"
     offload = False
     WORD_CACHE_MAX = 50_000
+    WORD_CACHE_BATCH = 4_096  # new words one batch may add to the word cache
     TEXT_CACHE_MAX = 8_192
 
     def __init__(self, dim: int = 384) -> None:
@@ -104,44 +108,62 @@ class HashingEmbedder:
                 todo[text] = tokens(text)
             else:
                 found[text] = vector
-        if todo:
-            matrix, row = self._word_matrix({w for ws in todo.values() for w in ws})
+        if todo:  # map/compress/zip: a 977 KB bulk has 110,000 words to look up, in C
+            matrix, row = self._word_matrix(dict.fromkeys(chain.from_iterable(todo.values())))
             for text, ws in todo.items():
-                found[text] = self._normalised_sum(matrix, [row[w] for w in ws])
+                found[text] = self._normalised_sum(matrix, list(map(row.__getitem__, ws)))
                 _bounded_put(self._texts, text, found[text], self.TEXT_CACHE_MAX)
         return [found[t] for t in texts]
 
-    def _word_matrix(self, words: set[str]) -> tuple[np.ndarray, dict[str, int]]:
-        """The words' vectors as the rows of one matrix, and each word's row."""
-        known = {w: v for w in words if (v := self._words.get(w)) is not None}
-        new = [w for w in words if w not in known]
-        matrix = self.word_vectors(new)
-        _bounded_update(self._words, dict(zip(new, matrix, strict=True)), self.WORD_CACHE_MAX)
-        if known:
-            matrix = np.concatenate([matrix, np.stack(list(known.values()))])
-        return matrix, {w: i for i, w in enumerate([*new, *known])}
+    def _word_matrix(self, words: dict[str, None]) -> tuple[np.ndarray, dict[str, int]]:
+        """The words' vectors as the rows of one matrix (the new ones, then those the cache
+        holds), and each word's row."""
+        held = list(map(self._words.get, words))
+        is_known = list(map(operator.is_not, held, repeat(None)))
+        new = list(compress(words, map(operator.not_, is_known)))
+        known = list(compress(words, is_known))
+        matrix = self.word_vectors(new, spare_rows=len(known))
+        # A batch's new words beyond WORD_CACHE_BATCH are mostly words seen once (ids,
+        # nonces: a hostile bulk's every word): caching them all cost a tenth of a 977 KB
+        # bulk and evicted the words ordinary writes repeat. A copy: the cache must not keep
+        # the batch's whole matrix alive.
+        cached = matrix[:self.WORD_CACHE_BATCH].copy()
+        _bounded_update(self._words, dict(zip(new, cached, strict=False)),
+                        self.WORD_CACHE_MAX)
+        if known:  # into the rows left for them (a concatenation copied the whole matrix)
+            matrix[len(new):] = np.stack(list(compress(held, is_known)))
+        return matrix, dict(zip(chain(new, known), count()))
 
-    def word_vectors(self, words: Sequence[str]) -> np.ndarray:
-        """(len(words), dim) float32: each word's `default_rng(seed).standard_normal(dim)`,
-        drawn in blocks into one reused float64 buffer."""
-        seeds = np.fromiter((int.from_bytes(hashlib.sha256(w.encode("utf-8")).digest()[:8],
-                                            "little") for w in words),
-                            dtype=np.uint64, count=len(words))
-        states = seed_states(seeds).tolist()
+    def word_vectors(self, words: Sequence[str], spare_rows: int = 0) -> np.ndarray:
+        """(len(words) + spare_rows, dim) float32: each word's
+        `default_rng(seed).standard_normal(dim)`, then `spare_rows` rows left for the caller.
+        Many words at once go to the compiled kernel (`wordgen.py`) once it is loaded;
+        until then, and for a few words, one reused numpy generator per word."""
+        sha256 = hashlib.sha256
+        digests = b"".join([sha256(w.encode("utf-8")).digest()[:8] for w in words])
+        seeds = np.frombuffer(digests, dtype="<u8").astype(np.uint64)
+        out = np.empty((len(words) + spare_rows, self.dim), dtype=np.float32)
+        if len(words) >= KERNEL_MIN_WORDS and (kernel := compiled_kernel()) is not None:
+            kernel(seed_states(seeds), out)
+        else:
+            self._drawn_one_by_one(seed_states(seeds).tolist(), out)
+        return out
+
+    def _drawn_one_by_one(self, states: list[list[int]], out: np.ndarray) -> None:
+        """The words' vectors into `out`'s first rows, from numpy's own generator reseeded
+        per word, drawn in blocks into one reused float64 buffer."""
         bits, normal = self._generator()
-        out = np.empty((len(words), self.dim), dtype=np.float32)
-        buffer = np.empty((min(len(words), WORD_BLOCK), self.dim))
+        buffer = np.empty((min(len(states), WORD_BLOCK), self.dim))
         state = {"bit_generator": "PCG64", "state": {"state": 0, "inc": 0},
                  "has_uint32": 0, "uinteger": 0}
         inner = state["state"]
-        for start in range(0, len(words), WORD_BLOCK):
+        for start in range(0, len(states), WORD_BLOCK):
             block = states[start:start + WORD_BLOCK]
             for k, (s0, s1, i0, i1) in enumerate(block):
                 inner["state"], inner["inc"] = pcg64_seeded(s0, s1, i0, i1)
                 bits.state = state
                 normal(out=buffer[k])
             out[start:start + len(block)] = buffer[:len(block)]
-        return out
 
     def _generator(self) -> tuple[np.random.PCG64, Callable[..., np.ndarray]]:
         local = self._local
@@ -161,7 +183,37 @@ class HashingEmbedder:
         return vector
 
 
-WORD_BLOCK = 1024  # words drawn per block of `HashingEmbedder.word_vectors`
+WORD_BLOCK = 1024  # words drawn per block of `HashingEmbedder._drawn_one_by_one`
+
+# From this many new words on, a batch is worth the compiled kernel (pipeline/wordgen.py,
+# ~5x faster a word, the GIL released); fewer are drawn by numpy directly: a write of a
+# sentence never imports numba.
+KERNEL_MIN_WORDS = 512
+_kernel: Callable[[np.ndarray, np.ndarray], None] | None = None
+_kernel_loading = threading.Lock()
+
+
+def compiled_kernel() -> Callable[[np.ndarray, np.ndarray], None] | None:
+    """`wordgen.standard_normals` once loaded, else None; the first ask starts loading it on
+    a thread of its own (numba's import and the cached compilation take a second or more,
+    which no request should wait for: until then batches take the numpy path)."""
+    if _kernel is None and _kernel_loading.acquire(blocking=False):
+        threading.Thread(target=_load_kernel, name="wordgen-load", daemon=True).start()
+    return _kernel
+
+
+def _load_kernel() -> None:
+    global _kernel
+    try:
+        from . import wordgen
+
+        probe = seed_states(np.arange(2, dtype=np.uint64))
+        wordgen.standard_normals(probe, np.empty((2, 4), dtype=np.float32))  # compiles/loads
+    except Exception:  # the same vectors, slower: numpy's generator per word
+        logging.getLogger(__name__).warning(
+            "embedding kernel unavailable; new words are drawn one by one", exc_info=True)
+        return
+    _kernel = wordgen.standard_normals
 
 
 def _bounded_put(cache: dict, key: str, value: np.ndarray, limit: int) -> None:

@@ -351,6 +351,19 @@ class SqliteStorage:
                       "LIMIT 1", (tenant_id, client_request_id))
         return r["id"] if r else None
 
+    def find_client_requests(self, tenant_id: str,
+                             client_request_ids: Sequence[str]) -> dict[str, str]:
+        """{client_request_id: memory id} for those of the ids a row carries (a bulk chunk's
+        replay check in one statement per 500 ids instead of one per item)."""
+        wanted, found = list(dict.fromkeys(client_request_ids)), {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            for r in self._all(f"SELECT client_request_id, id FROM memories WHERE tenant_id = ? "
+                               f"AND client_request_id IN ({', '.join('?' for _ in chunk)})",
+                               (tenant_id, *chunk)):
+                found.setdefault(r[0], r[1])
+        return found
+
     def _snapshots(self, tenant_id: str, visible: RowFilter | None) -> list:
         """Snapshots of the units `visible` can admit rows from (every unit without a fleet
         scope), each loaded from the store on first use."""

@@ -14,7 +14,7 @@ import pytest
 
 from reference_server.launch.process import ReferenceServer
 
-from .conftest import FAST_ARGS, Api
+from .conftest import FAST_ARGS, HOSTILE_LIMIT_S, Api
 
 LIMIT_S = 1.0
 # closed within 2x the header limit (checked once per period), plus slack for a loaded machine
@@ -78,7 +78,7 @@ def _slow_headers(srv: ReferenceServer, closed_at: list[float]) -> None:
 
 def test_slow_headers_are_closed_and_others_still_served(server: ReferenceServer) -> None:
     tenant_id, key = server.create_tenant()
-    api = Api(server.base_url, key, tenant_id)
+    api = Api(server.base_url, key, tenant_id, HOSTILE_LIMIT_S)
     assert api.write("A row another tenant searches for during the attack",
                      agent_id="w").status_code == 201
     closed_at: list[float] = []

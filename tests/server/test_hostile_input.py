@@ -2,7 +2,8 @@
 rate-limit headers, numbers sent as booleans or strings, the largest legal bulk write. Each
 profile answers as its `Profile` fields say (MemClaw's engine v2.29.0 was probed for the
 `memclaw-2.29` choices, docs/profiles.md); `hardened` refuses what MemClaw lets through.
-Never a 5xx, never a partial write."""
+Never a 5xx, never a partial write, and no request answered in more than 2 s (every client
+here is a `LimitedClient`: a slower request fails the test, named)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from reference_server.governance.profiles import PROFILES, get_profile
 from reference_server.launch.process import ReferenceServer
 
-from .conftest import Api, ServerPool
+from .conftest import HOSTILE_LIMIT_S, Api, ServerPool
 
 ALL = tuple(PROFILES)
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "Retry-After")
@@ -48,10 +49,31 @@ def _assert_envelope(r: httpx.Response, status: int) -> None:
 
 @pytest.fixture(params=ALL)
 def api(request: pytest.FixtureRequest, pool: ServerPool) -> Iterator[Api]:
-    api = pool.tenant_api(request.param)
+    api = pool.tenant_api(request.param, HOSTILE_LIMIT_S)
     api.profile = request.param  # type: ignore[attr-defined]
     yield api
     api.close()
+
+
+# --- the choices themselves ---------------------------------------------------------------
+
+MEMCLAW = ("memclaw-2026-05-30", "memclaw-2026-05-31", "memclaw-2.29")
+
+
+def test_hardened_closes_what_the_memclaw_profiles_let_through() -> None:
+    """The tests below follow each profile's fields; this pins the fields to the issue: the
+    MemClaw profiles keep MemClaw's answers (the engine, probed: `None` rate-limit headers,
+    coerced numbers, unknown links kept or, in v2.29, dropped), hardened refuses unknown
+    links (at most 100), sends real rate-limit values with Retry-After and strict numbers."""
+    hardened = get_profile("hardened")
+    assert (hardened.unknown_entity_links, hardened.max_entity_links,
+            hardened.rate_limit_headers, hardened.strict_numbers) == ("refuse", 100, "window",
+                                                                      True)
+    for name in MEMCLAW:
+        p = get_profile(name)
+        assert (p.rate_limit_headers, p.strict_numbers, p.max_entity_links) == (
+            "usage-stub", False, None), name
+        assert p.unknown_entity_links == ("drop" if name == "memclaw-2.29" else "store"), name
 
 
 # --- entity links -----------------------------------------------------------------------
@@ -84,7 +106,7 @@ def test_links_to_unknown_entities_follow_the_profile(api: Api) -> None:
 def test_five_thousand_made_up_links(pool: ServerPool, profile: str) -> None:
     """The reported probe: hardened refuses it by count before any lookup; the engine's model
     writes the memory with none of them. Both fast, neither a 5xx."""
-    api = pool.tenant_api(profile)
+    api = pool.tenant_api(profile, HOSTILE_LIMIT_S)
     before = _stored(api)
     started = time.monotonic()
     r = api.write("A note carrying five thousand made-up entity links", agent_id="w",
@@ -100,7 +122,7 @@ def test_five_thousand_made_up_links(pool: ServerPool, profile: str) -> None:
 
 
 def test_hardened_refuses_unknown_links_on_patch_and_in_bulk(pool: ServerPool) -> None:
-    api = pool.tenant_api("hardened")
+    api = pool.tenant_api("hardened", HOSTILE_LIMIT_S)
     real = _entity(api, "Grace Linkcheck")
     row = api.write("A row whose links a bad update must leave intact", agent_id="w",
                     entity_links=[{"entity_id": real, "role": "subject"}]).json()
@@ -136,14 +158,14 @@ def test_largest_legal_bulk_is_written_whole(api: Api) -> None:
              for _ in range(100)]
     body = {"tenant_id": api.tenant_id, "agent_id": "bulk", "items": items}
     attempt = {"X-Bulk-Attempt-Id": uuid.uuid4().hex}
-    r = api.http.post("/memories/bulk", headers=attempt, json=body, timeout=120)
+    r = api.http.post("/memories/bulk", headers=attempt, json=body)
     assert r.status_code == 200 and r.json()["created"] == 100, r.text[:500]
     ids = [x["id"] for x in r.json()["results"]]
     stored = {x["id"]: x for x in api.list(limit=200).json()["items"]}
     assert set(ids) <= set(stored)
     some = api.get(ids[57]).json()
     assert some["content"] == items[57]["content"]
-    again = api.http.post("/memories/bulk", headers=attempt, json=body, timeout=120)
+    again = api.http.post("/memories/bulk", headers=attempt, json=body)
     assert [(x["status"], x["id"]) for x in again.json()["results"]] == [
         ("duplicate_attempt", i) for i in ids]
 
@@ -177,7 +199,7 @@ def limited(request: pytest.FixtureRequest) -> Iterator[tuple[str, Api]]:
         "--write-rate", "3/minute", "--search-rate", "3/minute"])
     with server:
         tenant_id, key = server.create_tenant()
-        api = Api(server.base_url, key, tenant_id)
+        api = Api(server.base_url, key, tenant_id, HOSTILE_LIMIT_S)
         yield request.param, api
         api.close()
 
@@ -209,3 +231,38 @@ def test_rate_limit_headers(limited: tuple[str, Api]) -> None:
     want_search = stub if "search" in p.rate_limit_header_paths else {}
     assert all(_rate_headers(r) == want_search for r in searches[:3])
     assert _rate_headers(writes[3]) == {} and _rate_headers(searches[3]) == {}
+
+
+# --- the 2 s limit itself -----------------------------------------------------------------
+
+@pytest.mark.parametrize("trickle", [False, True])
+def test_the_request_limit_fails_a_slow_request_by_name(trickle: bool) -> None:
+    """The suite's per-request limit can fail: a listener that never answers, or one that
+    answers a byte every 0.2 s (each read within the transport timeout, the whole past the
+    limit), fails the test with the request named."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        if trickle:
+            for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}":
+                conn.sendall(bytes([byte]))
+                time.sleep(0.02 if byte != ord("{") else 0.2)
+        else:
+            time.sleep(1.5)  # past the client's limit: it gives up first
+        conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    api = Api(f"http://127.0.0.1:{port}", "mc_none", "t", limit_s=0.3)
+    wording = r"took \d\.\d\d s: over the 0\.3 s limit" if trickle else r"no answer within"
+    with pytest.raises(pytest.fail.Exception, match=r"POST /api/v1/search.* " + wording):
+        api.search("anything")
+    api.close()
+    thread.join()
+    listener.close()

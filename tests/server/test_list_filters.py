@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Api, ServerPool, ids
+from .conftest import HOSTILE_LIMIT_S, Api, ServerPool, ids
 
 FLEETS = ("fleet-a", "fleet-b")
 VISIBILITIES = ("scope_agent", "scope_team", "scope_org")
@@ -43,7 +43,7 @@ def population(pool: ServerPool) -> tuple[Api, dict[str, Api], dict[str, dict]]:
     """A fresh hardened tenant: each agent writes at trust 3 (so it can own rows outside its
     home fleet), then drops to its rung. Returns the tenant key, the agent keys and every
     written row by id."""
-    tenant = pool.tenant_api("hardened")
+    tenant = pool.tenant_api("hardened", HOSTILE_LIMIT_S)
     keys: dict[str, Api] = {}
     rows: dict[str, dict] = {}
     for agent, home, trust in AGENTS:
@@ -114,7 +114,7 @@ def test_tenant_list_filtered_by_agent_shows_its_private_rows(pool: ServerPool,
     """MemClaw's list reads as the agent it names: a tenant key's list filtered by an agent
     shows that agent's private rows, which the unfiltered list leaves out (the census of the
     matrix experiment relies on it); hardened keeps it."""
-    tenant = pool.tenant_api(profile)
+    tenant = pool.tenant_api(profile, HOSTILE_LIMIT_S)
     key = tenant.provision("p1", "fleet-a")
     r = key.write("a private note kept by p1 for the list test", visibility="scope_agent")
     assert r.status_code == 201, r.text

@@ -411,6 +411,9 @@ def test_client_request_and_rowids(store: Storage) -> None:
                       [unit(np.random.default_rng(i)) for i in range(2)])
     assert store.find_client_request("t1", "req-1") == "m1"
     assert store.find_client_request("t2", "req-1") is None
+    assert store.find_client_requests("t1", ["req-1", "req-2", "req-1"]) == {"req-1": "m1"}
+    assert store.find_client_requests("t2", ["req-1"]) == {}
+    assert store.find_client_requests("t1", []) == {}
     m1 = store.get_memory("t1", "m1")
     assert store.rows_by_rowids([m1["_rowid"]])[m1["_rowid"]]["id"] == "m1"
     assert store.rows_by_rowids([]) == {}
@@ -536,3 +539,37 @@ def test_linked_rows_under_a_filter_are_the_admitted_ones_in_order(store: Storag
     for flt in FILTERS:
         got = [r["id"] for r in store.memories_linked_to("t1", "hub", flt)]
         assert got == [r["id"] for r in everything if flt.admits(r)], flt
+
+
+def test_the_detector_gives_the_loop_a_turn_between_jobs(store: Storage) -> None:
+    """A bulk leaves many contradiction jobs due at once (up to 50 are taken together): the
+    detector, a task on the server's event loop, lets other requests in between two jobs
+    rather than after the batch (on PostgreSQL each job is a commit: fifty of them held every
+    other tenant's request for the lot)."""
+    import asyncio
+
+    from reference_server.pipeline.contradiction import ContradictionDetector
+
+    store.insert_memories([NewMemory(memory(f"job{i}"), detection_due_at=0.0)
+                           for i in range(3)])
+    events: list[str] = []
+    complete = store.complete_detection
+
+    def recorded(memory_id: str, pairs: list) -> None:
+        complete(memory_id, pairs)
+        events.append("job")
+
+    store.complete_detection = recorded  # type: ignore[method-assign]
+
+    async def main() -> None:
+        detector = ContradictionDetector(store)
+        detector.start()
+        while events.count("job") < 3:
+            events.append("turn")  # another request's turn of the loop
+            await asyncio.sleep(0)
+        await detector.stop()
+
+    asyncio.run(main())
+    jobs = [i for i, e in enumerate(events) if e == "job"]
+    assert len(jobs) == 3 and store.due_jobs(1e12) == []
+    assert all("turn" in events[a:b] for a, b in itertools.pairwise(jobs)), events

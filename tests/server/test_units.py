@@ -41,10 +41,21 @@ def running_sum_embedding(text: str) -> np.ndarray:
     return total / norm if norm > 0 else total
 
 
-def test_embedder_fast_path_makes_the_defined_vectors_bit_for_bit() -> None:
-    """The vectorized seeding (pipeline/embedding.py `seed_states`, `pcg64_seeded`) gives
-    every word the vector of its own `default_rng`, and a text the running sum's rounding:
-    stored embeddings, and so every similarity, are what they were before the bulk speed-up."""
+@pytest.mark.parametrize("path", ["numpy", "kernel"])
+def test_embedder_fast_path_makes_the_defined_vectors_bit_for_bit(
+        path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways of drawing many words' vectors, numpy's generator reseeded per word (with
+    the vectorized seeding, `seed_states`, `pcg64_seeded`) and the compiled kernel
+    (pipeline/wordgen.py), give every word the vector of its own `default_rng`, and a text
+    the running sum's rounding: stored embeddings, and so every similarity, are what they
+    were before the bulk speed-ups. 3,006 words are 1.15M draws, ~1,000 of them through the
+    ziggurat's tail and ~7,000 through its wedge test."""
+    from reference_server.pipeline import embedding, wordgen
+    if path == "kernel":  # loaded now rather than on a thread, and used from 1 word on
+        monkeypatch.setattr(embedding, "_kernel", wordgen.standard_normals)
+        monkeypatch.setattr(embedding, "KERNEL_MIN_WORDS", 1)
+    else:
+        monkeypatch.setattr(embedding, "compiled_kernel", lambda: None)
     rng = random.Random(25)
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789_éßж中"
     words = ["", "a", "0", "ledger", "Zürich", "中文"] + [
@@ -64,6 +75,20 @@ def test_embedder_fast_path_makes_the_defined_vectors_bit_for_bit() -> None:
         assert np.array_equal(HashingEmbedder().embed(text), expected)  # one at a time
         assert np.array_equal(fresh.embed(text), expected)  # from the caches
         assert not vector.flags.writeable
+
+
+def test_embedder_caches_a_bounded_share_of_a_large_batch() -> None:
+    """A batch of mostly once-seen words (a hostile bulk) adds at most WORD_CACHE_BATCH of
+    them to the word cache, as copies: the batch's matrix is not kept alive by the cache."""
+    embedder = HashingEmbedder()
+    words = [f"w{i}" for i in range(3 * HashingEmbedder.WORD_CACHE_BATCH)]
+    embedder.embed_many([" ".join(words)])
+    cached = list(embedder._words.values())  # noqa: SLF001 - the cache under test
+    assert len(cached) == HashingEmbedder.WORD_CACHE_BATCH
+    assert all(v.base is None or v.base.shape[0] == HashingEmbedder.WORD_CACHE_BATCH
+               for v in cached)
+    for word in words[:50]:
+        assert np.array_equal(embedder.word_vectors([word])[0], word_vector(word))
 
 
 def test_keyword_score_counts_distinct_query_words() -> None:
