@@ -35,8 +35,11 @@ from fleetprobe.analysis.base.section import REPRODUCTION, Context, SectionOutpu
 
 SECTIONS_PACKAGE = "fleetprobe.analysis.sections"
 # The heavy imports every section process needs, done once in the forkserver before it forks.
+# (the PDF backend and pandas' Styler and tabulate, which the sections import on their first
+# figure or table, are imported once there instead of once per worker)
 PRELOAD = ["fleetprobe.analysis.base.figures", "fleetprobe.analysis.base.claims",
-           "scipy.stats"]
+           "scipy.stats", "matplotlib.backends.backend_pdf", "pandas.io.formats.style",
+           "tabulate"]
 # Sections in the order they are handed to the processes: the longest first (CPU seconds
 # as `make bench-report` prints them), so the two cores finish together; a section not named
 # here goes last. The order of the output never depends on it.
