@@ -167,7 +167,11 @@ def save(fig, out_dir: Path, name: str, title: str, caption: str,
     fig.supxlabel("\n".join(textwrap.wrap(caption, width_chars)), x=0.01, ha="left",
                   fontsize=8, color="0.25")
     paths = [Path(out_dir) / f"{name}.{ext}" for ext in FORMATS]
-    for path in paths:
+    for i, path in enumerate(paths):
+        if i == 1 and fig.get_layout_engine() is not None:
+            # laid out once: the second file keeps the first one's layout instead of running
+            # the layout engine (and the dry draw it needs) again, a third of a PDF's cost
+            fig.set_layout_engine("none")
         # No creation date or software version in the file: the same traces give the same
         # bytes under the same matplotlib.
         if path.suffix == ".pdf":
