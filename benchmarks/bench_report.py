@@ -7,9 +7,10 @@ all its processes (the notebook driver, the kernel, the section workers and the 
 they fork from: this process adopts the orphans as a child subreaper, so their CPU is
 counted), the median and the load average before each run (other work on the machine
 inflates wall time; the figure is only comparable with a load written beside it). Then
-builds the report once in this process and prints the CPU seconds of loading the traces and
-of each section, a figure the machine's other load inflates far less; and checks that the
-build left reports/ as committed.
+runs the notebook driver and a kernel on the report notebook's imports alone (the fixed
+cost around the build), builds the report once in this process (its wall time) and prints
+the CPU seconds of loading the traces and of each section, a figure the machine's other
+load inflates far less; and checks that the build left reports/ as committed.
 
     .venv/bin/python benchmarks/bench_report.py [--runs 5] [--out /tmp/report-bench]
 """
@@ -22,6 +23,7 @@ import os
 import resource
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -74,14 +76,38 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def notebook_overhead(out_dir: Path) -> None:
+    """What `make report` spends around the build: the notebook driver and a kernel running
+    the report notebook's imports only (start, imports, shutdown, writing the notebook)."""
+    import nbformat
+
+    source = nbformat.read(str(REPO / "notebooks/report.ipynb"), as_version=4)
+    source.cells = [c for c in source.cells if "parameters" in c.metadata.get("tags", [])]
+    source.cells.append(nbformat.v4.new_code_cell("import fleetprobe.analysis.report"))
+    path = out_dir / "imports-only.ipynb"
+    nbformat.write(source, str(path))
+    before = _children_cpu()
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "fleetprobe.notebooks", str(path),
+                    str(out_dir / "imports-only.out.ipynb")], cwd=REPO, check=True)
+    _reap_orphans()
+    print(f"  notebook driver + kernel, imports only: {time.perf_counter() - started:5.2f} s, "
+          f"{_children_cpu() - before:5.2f} CPU-s (load average {os.getloadavg()[0]:.2f})")
+
+
 def section_cpu(out_dir: Path) -> None:
     from fleetprobe.analysis import report
     from fleetprobe.analysis.base import db
 
     started = time.process_time()
+    wall = time.perf_counter()
     db.write_database(REPO / "data/traces", out_dir / "traces.duckdb")
-    print(f"  load the traces (DuckDB): {time.process_time() - started:5.2f} CPU-s")
+    print(f"  load the traces (DuckDB): {time.process_time() - started:5.2f} CPU-s, "
+          f"{time.perf_counter() - wall:5.2f} s")
+    wall = time.perf_counter()
     built = report.build(REPO / "data/traces", out_dir / "reports")
+    print(f"  report.build (load, sections in {os.cpu_count()} processes, index.html): "
+          f"{time.perf_counter() - wall:5.2f} s wall (load average {os.getloadavg()[0]:.2f})")
     total = 0.0
     for key, section in built["sections"].items():
         total += section.cpu_seconds
@@ -107,6 +133,7 @@ def main() -> None:
                              capture_output=True, text=True, check=True).stdout.strip()
     print("reports/ as committed" if not changed else f"reports/ changed:\n{changed}")
     with tempfile.TemporaryDirectory(prefix="bench-report-") as scratch:
+        notebook_overhead(args.out or Path(scratch))
         section_cpu(args.out or Path(scratch))
 
 

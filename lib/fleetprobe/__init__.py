@@ -5,9 +5,30 @@ bundled reference server or a live MemClaw-compatible endpoint.
     run_dir = run_experiment("provenance", load_params("params/smoke/provenance.yaml"))
 """
 
-from fleetprobe.run import arun_experiment, run_experiment
-from fleetprobe.runner import ParamsError, load_params
-from fleetprobe.targets import TargetError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fleetprobe.run import arun_experiment, run_experiment
+    from fleetprobe.runner import ParamsError, load_params
+    from fleetprobe.targets import TargetError
+
+# Imported on first use: the report's processes import fleetprobe.analysis, not the harness
+# (its HTTP client and runner were a second of every report's start-up).
+_LAZY = {"arun_experiment": "fleetprobe.run", "run_experiment": "fleetprobe.run",
+         "ParamsError": "fleetprobe.runner", "load_params": "fleetprobe.runner",
+         "TargetError": "fleetprobe.targets"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'fleetprobe' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ParamsError",

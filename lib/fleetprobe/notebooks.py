@@ -51,10 +51,14 @@ def execute(source: str | Path, output: str | Path, parameters: dict[str, Any] |
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # The notebook is written once, at the end (papermill writes it on a failure too),
+        # not before and after every cell; the kernel is stopped, not asked to tear itself
+        # down, once the last cell's outputs are in: both were seconds of `make report`.
         papermill.execute_notebook(
             str(source), str(output), parameters=parameters or {}, progress_bar=False,
             log_output=False, cwd=str(cwd) if cwd else None, start_timeout=300,
             kernel_manager_class=f"{__name__}.IPCKernelManager",
+            request_save_on_cell_execute=False, shutdown_kernel="immediate",
         )
     strip_timings(Path(output))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import tempfile
 import time
@@ -34,12 +35,17 @@ from fleetprobe.analysis.base.section import REPRODUCTION, Context, SectionOutpu
 
 SECTIONS_PACKAGE = "fleetprobe.analysis.sections"
 # The heavy imports every section process needs, done once in the forkserver before it forks.
+# (the PDF backend and pandas' Styler and tabulate, which the sections import on their first
+# figure or table, are imported once there instead of once per worker)
 PRELOAD = ["fleetprobe.analysis.base.figures", "fleetprobe.analysis.base.claims",
-           "scipy.stats"]
-# Sections in the order they are handed to the processes: the longest first, so the two
-# cores finish together (the order of the output never depends on it).
-LONGEST_FIRST = ("matrix", "verdict", "leakage", "backends", "live_targets", "separation",
-                 "contradiction", "propagation", "provenance")
+           "scipy.stats", "matplotlib.backends.backend_pdf", "pandas.io.formats.style",
+           "tabulate"]
+# Sections in the order they are handed to the processes: the longest first (CPU seconds
+# as `make bench-report` prints them), so the two cores finish together; a section not named
+# here goes last. The order of the output never depends on it.
+LONGEST_FIRST = ("dynamics", "matrix", "leakage", "fidelity", "propagation", "backends",
+                 "verdict", "contradiction", "separation", "provenance", "scale",
+                 "live_targets", "faults", "embedder")
 
 
 def build_section(key: str, context: Context) -> SectionOutput:
@@ -66,10 +72,14 @@ def build_sections(context: Context, keys: Sequence[str], jobs: int | None = Non
             return {key: build_section(key, context) for key in keys}
         rank = {k: i for i, k in enumerate(LONGEST_FIRST)}
         order = sorted(keys, key=lambda k: rank.get(k, len(rank)))
+        mp_context = _context()
+        if isinstance(mp_context, multiprocessing.context.ForkServerContext):
+            # the forkserver does its imports while this process loads the traces: starting
+            # it returns at once, where the pool's first worker would wait for the imports
+            multiprocessing.forkserver.ensure_running()
+        db.write_database(context.traces_root, database)
         with ProcessPoolExecutor(max_workers=min(jobs, len(keys)),
-                                 mp_context=_context()) as pool:
-            pool.submit(os.getpid)  # starts the forkserver's imports while the traces load
-            db.write_database(context.traces_root, database)
+                                 mp_context=mp_context) as pool:
             context = replace(context, database=database)
             futures = {key: pool.submit(build_section, key, context) for key in order}
             return {key: futures[key].result() for key in keys}
