@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from fleetprobe.analysis.base.figures import FigureOutput, save, style  # noqa: E402
 from fleetprobe.analysis.base.results import Results  # noqa: E402
@@ -228,6 +229,9 @@ def timeline_figure(results: Results, run_id: str, label: str, out_dir: Path,
                        color=OUTCOME_COLOURS[outcome], linewidths=0)
         ax.axvline(0, color="black", linewidth=1)
         ax.set_xscale("symlog", linthresh=10)
+        # plain tick labels: the default 10^n ones are mathtext, parsed anew per figure and
+        # format (a quarter of this section's report time)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_yticks(range(len(changes)), changes)
         ax.invert_yaxis()
         ax.set_xlabel("ms since the change was acknowledged (symlog; the black line: the change)")
