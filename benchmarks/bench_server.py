@@ -177,15 +177,15 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
                     store_location(backend.split("-")[0], Path(tmp)) as db:
                 start = time.perf_counter()
-                seeded = seed(db, args.profile, n, random.Random(args.seed))
+                mode = "hnsw" if backend.endswith("hnsw") else "exact"
+                seeded = seed(db, args.profile, n, random.Random(args.seed), vector_search=mode)
                 seed_s = time.perf_counter() - start
                 load = os.getloadavg()[0]
                 print(f"  seeded {n} rows on {backend} in {seed_s:.0f} s "
                       f"(load {load:.1f})", flush=True)
                 rng = random.Random(args.seed + 1)
                 figures = measure_servers(seeded, args.profile, args.requests, rng,
-                                          args.stacks, args.rps_requests,
-                                          "hnsw" if backend.endswith("hnsw") else "exact")
+                                          args.stacks, args.rps_requests, mode)
                 load = os.getloadavg()[0]
                 for (stack, op), f in figures.items():
                     block[(backend, stack, op)] = f
