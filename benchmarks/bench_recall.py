@@ -163,7 +163,8 @@ def main() -> None:
     parser.add_argument("--stores", nargs="+", default=["sqlite", "postgres"],
                         choices=["sqlite", "postgres"])
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--ef", type=int, nargs="+", default=[40, 100, 200, 400])
+    parser.add_argument("--ef", type=int, nargs="*", default=[40, 100, 200, 400],
+                        help="HNSW ef_search values (none: exact settings only)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()

@@ -9,7 +9,9 @@ visible), top_k 5. PostgreSQL runs twice: exact ranking (the server's default) a
 index (`--vector-search hnsw`; bench_recall.py says what it misses). Targets (issue 13, 2
 cores): SQLite at 10k GET p50 <= 0.7 ms, fast write p50 <= 1.5 ms, search p50 <= 3 ms;
 PostgreSQL search p50 <= 5 ms at 100k, <= 15 ms at 1M.
-The machine's load average is printed beside each block: these are shared cores.
+The machine's load average is printed beside each block: these are shared cores. CPU-ms: the
+CPU the server process and (PostgreSQL) its database backends spent per sequential request,
+which a busy machine inflates far less than the wall times.
 
     python benchmarks/bench_server.py [--sizes 10000 100000] [--million] [--requests 300]
         [--backends sqlite postgres] [--stacks auto asyncio-h11]
@@ -112,6 +114,32 @@ def requests_for(seeded: Seeded, rng: random.Random, count: int) -> dict[str, Ca
     return {"GET by id": get, "search": search, "fast write": write}
 
 
+def server_pids(server: ReferenceServer, db: Path | str) -> list[int]:
+    """The server process and, on PostgreSQL, the backends serving its database: whose CPU
+    a request costs (a figure the machine's load inflates far less than wall time)."""
+    pids = [server._proc.pid] if server._proc is not None else []  # type: ignore[attr-defined]
+    if isinstance(db, str):
+        import psycopg
+
+        with psycopg.connect(db, autocommit=True) as conn:
+            pids += [r[0] for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()").fetchall()]
+    return pids
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of the processes (Linux /proc; 0 for a vanished one)."""
+    total, tick = 0, os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
 def measure_servers(seeded: Seeded, profile: str, requests: int, rng: random.Random,
                     stacks: list[str], rps_requests: int,
                     vector_search: str = "exact") -> dict[tuple[str, str], dict]:
@@ -136,14 +164,19 @@ def measure_servers(seeded: Seeded, profile: str, requests: int, rng: random.Ran
         for op in OPS:
             expect = 201 if op == "fast write" else 200
             latencies: dict[str, list[float]] = {stack: [] for stack in stacks}
+            pids = {stack: server_pids(servers[stack], seeded.db) for stack in stacks}
+            cpu_before = {stack: cpu_seconds(pids[stack]) for stack in stacks}
             for i in range(requests):
                 for stack in stacks:
                     latencies[stack].append(conns[stack].request(*makers[op](i), expect))
+            cpu_ms = {stack: (cpu_seconds(pids[stack]) - cpu_before[stack]) * 1000 / requests
+                      for stack in stacks}
             for stack in stacks:
                 rps = throughput(servers[stack].port, seeded.key, makers[op], expect,
                                  rps_requests)
                 out[stack, op] = {"p50": float(np.percentile(latencies[stack], 50)),
                                   "p99": float(np.percentile(latencies[stack], 99)),
+                                  "cpu_ms": cpu_ms[stack],
                                   "rps": rps}
         return out
     finally:
@@ -177,15 +210,15 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
                     store_location(backend.split("-")[0], Path(tmp)) as db:
                 start = time.perf_counter()
-                seeded = seed(db, args.profile, n, random.Random(args.seed))
+                mode = "hnsw" if backend.endswith("hnsw") else "exact"
+                seeded = seed(db, args.profile, n, random.Random(args.seed), vector_search=mode)
                 seed_s = time.perf_counter() - start
                 load = os.getloadavg()[0]
                 print(f"  seeded {n} rows on {backend} in {seed_s:.0f} s "
                       f"(load {load:.1f})", flush=True)
                 rng = random.Random(args.seed + 1)
                 figures = measure_servers(seeded, args.profile, args.requests, rng,
-                                          args.stacks, args.rps_requests,
-                                          "hnsw" if backend.endswith("hnsw") else "exact")
+                                          args.stacks, args.rps_requests, mode)
                 load = os.getloadavg()[0]
                 for (stack, op), f in figures.items():
                     block[(backend, stack, op)] = f
@@ -202,15 +235,16 @@ def print_block(n: int, block: dict, backends: list[str], stacks: list[str],
     cols = [(b, s) for b in backends for s in stacks]
     label = {c: c[0] if len(stacks) == 1 else f"{c[0]}/{c[1]}" for c in cols}
     print(f"\n{n:,} stored memories (load average {min(loads):.1f}-{max(loads):.1f})")
-    header = f"{'op':<11}" + "".join(f" | {label[c]:^26}" for c in cols)
+    header = f"{'op':<11}" + "".join(f" | {label[c]:^34}" for c in cols)
     print(header)
-    print(f"{'':<11}" + "".join(f" | {'p50':>7} {'p99':>7} {'req/s@16':>9}" for _ in cols))
+    print(f"{'':<11}" + "".join(f" | {'p50':>7} {'p99':>7} {'CPU-ms':>7} {'req/s@16':>9}"
+                                for _ in cols))
     for op in OPS:
         line = f"{op:<11}"
         for c in cols:
             f = block.get((*c, op))
-            line += (f" | {f['p50']:>7.2f} {f['p99']:>7.2f} {f['rps']:>9.0f}" if f
-                     else f" | {'-':>26}")
+            line += (f" | {f['p50']:>7.2f} {f['p99']:>7.2f} {f['cpu_ms']:>7.2f} {f['rps']:>9.0f}"
+                     if f else f" | {'-':>34}")
         print(line, flush=True)
 
 

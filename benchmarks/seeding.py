@@ -14,7 +14,7 @@ from reference_server.api.app import ServerConfig, build_state
 from reference_server.governance.auth import new_raw_key
 from reference_server.governance.profiles import get_profile
 from reference_server.pipeline.background import seed_background, sentence, vocabulary
-from reference_server.storage import AgentRow
+from reference_server.storage import AgentRow, open_storage
 
 __all__ = ["FLEETS", "Seeded", "seed", "sentence", "store_location"]
 
@@ -31,10 +31,11 @@ class Seeded:
 
 
 def seed(db: Path | str, profile: str, n: int, rng: random.Random,
-         sample: int = 2000) -> Seeded:
+         sample: int = 2000, vector_search: str = "exact") -> Seeded:
     """Tenant, its key and n memories (reference_server.pipeline.background: 8 fleets, one agent key
     per fleet registered) in the store at `db` (a path or postgresql:// URL). A PostgreSQL
-    seed of >= 5k rows builds the HNSW index once, after the copy."""
+    seed of >= 5k rows builds its indexes once, after the copy; `vector_search="hnsw"` then
+    builds the HNSW index a server in that mode searches (an exact store keeps none)."""
     state = build_state(ServerConfig(get_profile(profile), db, new_raw_key()))
     tenant_id, storage = "bench", state.storage
     storage.create_tenant(tenant_id)
@@ -44,6 +45,8 @@ def seed(db: Path | str, profile: str, n: int, rng: random.Random,
     storage.close()
     rows = seed_background(db, tenant_id, n, seed=rng.randrange(1 << 30), fleet_names=FLEETS,
                            null_fleet_share=0.0)
+    if vector_search == "hnsw":
+        open_storage(db, 384, "hnsw").close()
     return Seeded(db, tenant_id, raw_key, rows[::max(1, n // sample)], vocabulary(rng))
 
 

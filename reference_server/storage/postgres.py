@@ -1,11 +1,13 @@
 """PostgreSQL + pgvector storage behind the `Storage` protocol (what MemClaw runs on).
 
 `python -m reference_server --db postgresql://...` selects it. The schema is created at start
-(idempotent). Similarity is pgvector's inner product over unit vectors (= cosine) with an HNSW
-index; a scoped search puts the scope predicate into the SQL query, as MemClaw does, rendered
-by `scope.search_predicate_sql` beside the Python rule it mirrors. Search is exact by default;
-`hnsw` uses the index, whose iterative scan keeps a filtered query from returning fewer rows
-than exist (pgvector >= 0.8) but not from missing near rows (see VECTOR_SEARCH).
+(idempotent). Similarity is pgvector's inner product over unit vectors (= cosine); a scoped
+search puts the scope predicate into the SQL query, as MemClaw does, rendered by
+`scope.search_predicate_sql` beside the Python rule it mirrors. Search is exact by default,
+over the index entries of the caller's scope only (SCOPE_BLOCK); `hnsw` walks an HNSW index
+(built only for a store opened in that mode), whose iterative scan keeps a filtered query
+from returning fewer rows than exist (pgvector >= 0.8) but not from missing near rows (see
+VECTOR_SEARCH).
 
 Timestamps stay ISO-8601 text, as in SQLite, so ordering and comparisons are the same on both
 backends; `metadata` stays JSON text for the same reason.
@@ -14,8 +16,9 @@ backends; `metadata` stays JSON text for the same reason.
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -40,8 +43,8 @@ from .rows import (
     now_iso,
 )
 
-# Similarity search: `exact` (the default) ranks every visible row of the tenant by true
-# distance; `hnsw` walks the HNSW index (approximate). With the kit's hashing embedder the
+# Similarity search: `exact` (the default) ranks every row the caller's scope can admit by
+# true distance; `hnsw` walks the HNSW index (approximate). With the kit's hashing embedder the
 # vectors are near-orthogonal, a case HNSW navigates badly: at 100k rows a filtered HNSW
 # search missed rows exact search returns (benchmarks/bench_recall.py measures it), which
 # would change what a probe sees, so exactness is the default and HNSW an opt-in
@@ -54,8 +57,10 @@ EF_SEARCH = 100
 ITERATIVE_SCAN = "strict_order"
 MAX_SCAN_TUPLES = 100_000
 LONG_FLEET_LIST = 256  # longer `fleet_ids` lists are cut to the tenant's fleets first
-# A bulk seed this large drops the HNSW index, copies, and rebuilds it (much faster).
+# A bulk seed this large drops the HNSW and scope indexes, copies, and rebuilds them (much
+# faster); the HNSW build's memory is capped here (the graph of 1M 384-d rows: about 2.5 GB).
 BULK_REBUILD_ROWS = 5_000
+HNSW_BUILD_MAX_MB = 8192
 # Connections per server process: searches run on worker threads, each on its own pooled
 # connection, so 2 cores (and the database's own processes) serve them side by side.
 POOL_MIN, POOL_MAX = 1, 8
@@ -123,7 +128,11 @@ CREATE INDEX IF NOT EXISTS ix_memories_hash ON memories (tenant_id, content_hash
 CREATE INDEX IF NOT EXISTS ix_memories_subject ON memories (tenant_id, subject_entity_id);
 CREATE INDEX IF NOT EXISTS ix_memories_supersedes ON memories (supersedes_id);
 CREATE INDEX IF NOT EXISTS ix_memories_request ON memories (tenant_id, client_request_id);
-{HNSW_INDEX}
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS scope_block TEXT
+    GENERATED ALWAYS AS ({SCOPE_BLOCK}) STORED;
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS embedding_half halfvec({dim})
+    GENERATED ALWAYS AS (embedding::halfvec({dim})) STORED;
+{scope_index_sql(dim)}
 CREATE TABLE IF NOT EXISTS entities (
     id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
@@ -163,6 +172,37 @@ CREATE TABLE IF NOT EXISTS idempotency (
 # distance. m / ef_construction are pgvector's defaults.
 HNSW_INDEX = ("CREATE INDEX IF NOT EXISTS ix_memories_embedding ON memories "
               "USING hnsw (embedding vector_ip_ops) WITH (m = 16, ef_construction = 64);")
+# Exact scoped search, fast: a fleet-scoped caller can read only rows of its fleets, fleet-less
+# rows and `scope_org` rows (rule 4; `RowFilter.fleet_scope`). `scope_block` names that
+# partition of a row ('' for fleet-less and org-wide rows, 'f:<fleet>' otherwise), and a btree
+# on (tenant, block) carrying every column the scope predicate reads and the vector at half
+# precision (`embedding_half`) lets a search read only its blocks' entries (adjacent in the
+# index whatever order the rows were written in; no heap visit) to find the rows that can
+# clear its cosine gate. Those few are then ranked by their full-precision vectors: exact.
+# A half-precision cosine of unit vectors is within about 1e-3 of the true one (each
+# component rounded to 11 significant bits: |q.dv| + |dq.v| <= 2 * 2^-11, plus the float32
+# sum), so prefiltering at gate - HALF_MARGIN keeps every row at or above the gate.
+SCOPE_BLOCK = ("CASE WHEN fleet_id IS NULL OR visibility = 'scope_org' THEN '' "
+               "ELSE 'f:' || fleet_id END")
+SCOPE_COLUMNS = ("rowid", "fleet_id", "agent_id", "visibility", "status", "deleted_at",
+                 "expires_at", "memory_type", "ts_valid_start")
+HALF_MARGIN = 0.01
+# A btree entry holds at most ~2.7 kB: above this many dimensions the index leaves the vector
+# out (each entry's heap row is visited: correct, slower).
+SCOPE_INDEX_MAX_DIM = 1200
+
+
+def scope_index_sql(dim: int) -> str:
+    carried = [*SCOPE_COLUMNS, "embedding_half"] if dim <= SCOPE_INDEX_MAX_DIM else SCOPE_COLUMNS
+    return ("CREATE INDEX IF NOT EXISTS ix_memories_scope ON memories (tenant_id, scope_block) "
+            f"INCLUDE ({', '.join(carried)});")
+
+
+def scope_blocks(fleet_ids: Collection[str]) -> list[str]:
+    """The blocks a search scoped to `fleet_ids` ranks (see SCOPE_BLOCK)."""
+    return ["", *(f"f:{f}" for f in fleet_ids)]
+
+
 ROW_COLUMNS = "rowid AS _rowid, " + ", ".join(MEMORY_COLUMNS)
 ROW_COLUMNS_M = "m.rowid AS _rowid, " + ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 
@@ -216,15 +256,23 @@ class PostgresStorage:
         if vector_search not in VECTOR_SEARCH:
             raise ValueError(f"vector_search must be one of {VECTOR_SEARCH}")
         self.url, self.dim, self.vector_search = url, dim, vector_search
-        with psycopg.connect(url, autocommit=True) as conn:
+        with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
             # Two servers starting on one fresh database race on CREATE EXTENSION / TABLE:
             # an advisory lock makes schema creation one at a time.
             conn.execute("SELECT pg_advisory_lock(8130013)")
             try:
                 conn.execute(schema_sql(dim))
+                if vector_search == "hnsw":  # only a store searched through it keeps one
+                    with conn.transaction(), conn.cursor() as cur:
+                        self._build_indexes(cur, hnsw=True)
             finally:
                 conn.execute("SELECT pg_advisory_unlock(8130013)")
-        self._settings = {"hnsw.ef_search": str(EF_SEARCH),
+        # synchronous_commit off: a commit returns before its WAL reaches the disk (a crash
+        # can lose the last fraction of a second of commits, never consistency), the
+        # durability of the SQLite store's WAL at synchronous=NORMAL; an fsync per write
+        # was most of a fast write's time.
+        self._settings = {"synchronous_commit": "off",
+                          "hnsw.ef_search": str(EF_SEARCH),
                           "hnsw.iterative_scan": ITERATIVE_SCAN,
                           "hnsw.max_scan_tuples": str(MAX_SCAN_TUPLES)}
         self._generation = 0  # bumped by `tune`: a connection set up earlier is set again
@@ -366,7 +414,8 @@ class PostgresStorage:
                 for m in memories if m.detection_due_at is not None]
         records = [(i.tenant_id, i.key, i.request_hash, i.status_code, i.body, enqueued)
                    for m in memories if (i := m.idempotency) is not None]
-        with self._tx() as cur:
+        # pipelined: BEGIN, the statements and COMMIT go out together, one round trip
+        with self._conn() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cur:
             for cols, rows in runs:
                 cur.executemany(f"INSERT INTO memories ({', '.join(cols)}) "
                                 f"VALUES ({', '.join('%s' for _ in cols)})", rows)
@@ -385,25 +434,52 @@ class PostgresStorage:
                                 "created_at = excluded.created_at", records)
 
     def insert_many(self, rows: Sequence[dict], embeddings: Sequence[np.ndarray]) -> None:
-        """Seeding (benchmarks, fixtures): COPY in one transaction, no jobs. A large seed
-        drops the HNSW index and rebuilds it after the copy (minutes faster at 100k)."""
+        """Seeding (benchmarks, fixtures): binary COPY in one transaction, no jobs. A large
+        seed drops the vector and scope indexes and builds each once after the copy, with
+        memory for the whole HNSW graph and parallel workers (one build at 1M rows instead of
+        a graph that outgrows `maintenance_work_mem` and crawls); then VACUUM, so searches
+        read the scope index without visiting the heap."""
         if not rows:
             return
         cols = [*rows[0], "embedding"]
         rebuild = len(rows) >= BULK_REBUILD_ROWS
         with self._tx() as cur:
+            # a durable commit: VACUUM below cannot mark pages all-visible (what lets a
+            # search skip the heap) while the commit's WAL is not yet on disk
+            cur.execute("SET LOCAL synchronous_commit = on")
+            hnsw = self.vector_search == "hnsw" or cur.execute(
+                "SELECT to_regclass('ix_memories_embedding') IS NOT NULL AS x").fetchone()["x"]  # type: ignore[index]
+            types = {r["attname"]: r["typname"] for r in cur.execute(
+                "SELECT a.attname, t.typname FROM pg_attribute a JOIN pg_type t "
+                "ON t.oid = a.atttypid WHERE a.attrelid = 'memories'::regclass "
+                "AND a.attnum > 0").fetchall()}
             if rebuild:
                 cur.execute("DROP INDEX IF EXISTS ix_memories_embedding")
-            with cur.copy(f"COPY memories ({', '.join(cols)}) FROM STDIN") as copy:
+                cur.execute("DROP INDEX IF EXISTS ix_memories_scope")
+            with cur.copy(f"COPY memories ({', '.join(cols)}) FROM STDIN "
+                          "(FORMAT BINARY)") as copy:
+                copy.set_types([types[c] for c in cols])
                 for row, emb in zip(rows, embeddings, strict=True):
-                    copy.write_row([*_encode(row).values(),
-                                    "[" + ",".join(map(repr, emb.astype(np.float32).tolist()))
-                                    + "]"])
+                    copy.write_row([*_encode(row).values(), emb.astype(np.float32)])
             if rebuild:
-                cur.execute("SET LOCAL maintenance_work_mem = '1GB'")
-                cur.execute(HNSW_INDEX)
+                self._build_indexes(cur, hnsw)
         with self._conn() as conn:
-            conn.execute("ANALYZE memories")
+            conn.execute("VACUUM (ANALYZE) memories")
+
+    def _build_indexes(self, cur: psycopg.Cursor, hnsw: bool) -> None:
+        """The scope index and (`hnsw`) the HNSW index, each built once over the table
+        (if missing) in the caller's transaction: `maintenance_work_mem` sized to hold the
+        graph of every row (a vector plus its neighbour lists, about dim * 4 + 1 kB a row),
+        parallel workers on the machine's other cores."""
+        total = cur.execute("SELECT count(*) AS n FROM memories").fetchone()["n"]  # type: ignore[index]
+        graph_mb = (total * (self.dim * 4 + 1024)) >> 20
+        mem_mb = min(max(256, graph_mb * 5 // 4), HNSW_BUILD_MAX_MB)
+        workers = max(1, (os.cpu_count() or 2) - 1)
+        cur.execute(f"SET LOCAL maintenance_work_mem = '{mem_mb}MB'")
+        cur.execute(f"SET LOCAL max_parallel_maintenance_workers = {workers}")
+        cur.execute(scope_index_sql(self.dim))
+        if hnsw:
+            cur.execute(HNSW_INDEX)
 
     def get_memory(self, tenant_id: str, memory_id: str) -> dict | None:
         r = self._one(f"SELECT {ROW_COLUMNS}, embedding FROM memories WHERE tenant_id = %s "
@@ -467,24 +543,38 @@ class PostgresStorage:
                      visible: RowFilter | None = None,
                      first_page: int = 16) -> Iterator[tuple[dict, float]]:
         """The tenant's rows, most similar first, down to `min_similarity`; with `visible`,
-        only rows its scope predicate admits (in the SQL, so the HNSW scan walks past the
-        rest). Lazy: pages of growing size, so a consumer that stops early pays for one."""
-        where, args = ["tenant_id = %s", "embedding IS NOT NULL"], [tenant_id]
+        only rows its scope predicate admits (in the SQL). Lazy: pages of growing size, so
+        a consumer that stops early pays for one; each page is one statement."""
+        hnsw = self.vector_search == "hnsw"
+        # embedding_half is NULL exactly when embedding is, and is in the scope index
+        where = ["tenant_id = %s", f"{'embedding' if hnsw else 'embedding_half'} IS NOT NULL"]
+        args: list[Any] = [tenant_id]
         if visible is not None:
             visible = self._narrowed_to_tenant_fleets(tenant_id, visible)
             clause, clause_args = visible.sql("%s")
             where.append(clause)
             args.extend(clause_args)
+            if visible.fleet_scope is not None and not hnsw:
+                where.append("scope_block = ANY(%s)")  # implied by rule 4: no row lost
+                args.append(scope_blocks(visible.fleet_scope))
         q = vector.astype(np.float32)
-        # exact: `-(distance)` cannot be served by the HNSW index, so PostgreSQL filters by the
-        # predicate (btree on tenant) and sorts the visible rows by true distance.
-        order = ("embedding <#> %s" if self.vector_search == "hnsw"
-                 else "-(embedding <#> %s) DESC, rowid")  # ties in insertion order, as SQLite
-        sql = (f"SELECT {ROW_COLUMNS}, -(embedding <#> %s) AS _sim FROM memories "
-               f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %s OFFSET %s")
+        if hnsw:  # the index's order, the scope checked as it walks
+            sql = (f"SELECT {ROW_COLUMNS}, -(embedding <#> %s) AS _sim FROM memories "
+                   f"WHERE {' AND '.join(where)} ORDER BY embedding <#> %s LIMIT %s OFFSET %s")
+            head = [q, *args, q]
+        else:
+            # exact: the gate's candidates from ix_memories_scope (index-only; OFFSET 0
+            # keeps the planner from merging it into the outer query), ranked by true
+            # distance, ties in insertion order as in SQLite
+            sql = (f"SELECT {ROW_COLUMNS_M}, -(m.embedding <#> %s) AS _sim FROM (SELECT rowid "
+                   f"FROM memories WHERE {' AND '.join(where)} "
+                   "AND -(embedding_half <#> %s::halfvec) >= %s OFFSET 0) c "
+                   "JOIN memories m ON m.rowid = c.rowid ORDER BY _sim DESC, m.rowid "
+                   "LIMIT %s OFFSET %s")
+            head = [q, *args, q, max(min_similarity - HALF_MARGIN, -2.0)]
         offset, page = 0, first_page
         while True:
-            rows = self._all(sql, (q, *args, q, page, offset))
+            rows = self._all(sql, (*head, page, offset))
             for r in rows:
                 sim = float(r.pop("_sim"))
                 if sim < min_similarity:

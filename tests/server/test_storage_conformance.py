@@ -573,3 +573,81 @@ def test_the_detector_gives_the_loop_a_turn_between_jobs(store: Storage) -> None
     jobs = [i for i, e in enumerate(events) if e == "job"]
     assert len(jobs) == 3 and store.due_jobs(1e12) == []
     assert all("turn" in events[a:b] for a, b in itertools.pairwise(jobs)), events
+
+
+# --- scale: the exact search's index and its cosine gate (issue 26) --------------------------
+
+def test_rows_exactly_at_the_cosine_gate_are_returned(store: Storage) -> None:
+    """A row whose cosine equals the gate is returned, for any row. PostgreSQL finds the
+    gate's candidates by half-precision cosines (off by up to ~1e-3), so without a margin
+    about half of these rows would be dropped by the prefilter."""
+    rng = np.random.default_rng(11)
+    rows = [memory(f"g{i:03d}", fleet_id=f"f{i % 3}") for i in range(120)]
+    store.insert_many(rows, [unit(rng) for _ in rows])
+    query = unit(rng)
+    flt = SearchFilter(get_profile("memclaw-2026-05-30"),
+                       SearchScope(Viewer(None), frozenset(["f1"]), None, None, None))
+    ranked = list(store.similar_rows("t1", query, -2.0, flt))
+    assert len(ranked) == 40
+    for row, sim in ranked[::3]:
+        got = [r["id"] for r, _ in store.similar_rows("t1", query, sim, flt)]
+        assert row["id"] in got and got == [r["id"] for r, s in ranked if s >= sim]
+
+
+def _plan(store: Storage, sql: str, args: tuple) -> str:
+    rows = store._all("EXPLAIN (ANALYZE, COSTS OFF) " + sql, args)  # type: ignore[attr-defined]
+    return "\n".join(r["QUERY PLAN"] for r in rows)
+
+
+def test_postgres_exact_search_reads_only_the_scope_index(backend: str, store: Storage,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A fleet-scoped exact search ranks from the entries of its scope blocks in
+    ix_memories_scope alone (an index-only scan: no heap row read per candidate), whatever
+    order the rows were written in."""
+    if backend != "postgres":
+        pytest.skip("PostgreSQL's scope index")
+    rng = np.random.default_rng(13)
+    store.insert_many(ROWS, [unit(rng) for _ in ROWS])
+    # a few hundred rows: left alone the planner may as well read the table; these leave
+    # it the index-only scan, possible only if the index carries every column read
+    store.tune(enable_seqscan="off", enable_bitmapscan="off")  # type: ignore[attr-defined]
+    calls: list[tuple[str, tuple]] = []
+    real = store._all  # type: ignore[attr-defined]
+    monkeypatch.setattr(store, "_all", lambda sql, args=(): calls.append((sql, args))
+                        or real(sql, args))
+    flt = next(f for f in FILTERS if f.fleet_scope == ("f1",) and f.profile.governed)
+    list(store.similar_rows("t1", unit(rng), -2.0, flt))
+    plan = _plan(store, *calls[0])
+    assert "Index Only Scan using ix_memories_scope" in plan, plan
+    assert "scope_block = ANY" in plan and "Heap Fetches: 0" in plan, plan
+
+
+def test_postgres_keeps_an_hnsw_index_only_for_hnsw_search(
+        backend: str, open_store: Callable[..., Storage]) -> None:
+    """An exact store maintains no HNSW graph (every write would pay for it); a store opened
+    for `hnsw` builds it, and a later bulk seed rebuilds it rather than dropping it."""
+    if backend != "postgres":
+        pytest.skip("PostgreSQL's indexes")
+    exact = open_store()
+    rng = np.random.default_rng(19)
+
+    def indexes() -> set[str]:
+        return {r["indexname"] for r in exact._all(  # type: ignore[attr-defined]
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
+
+    rows = [memory(f"b{i:05d}", fleet_id=f"f{i % 4}") for i in range(5_000)]  # a rebuild
+    exact.insert_many(rows, [unit(rng) for _ in rows])
+    assert "ix_memories_scope" in indexes() and "ix_memories_embedding" not in indexes()
+    open_store("hnsw")
+    assert "ix_memories_embedding" in indexes()
+    more = [memory(f"c{i:05d}", fleet_id="f1") for i in range(5_000)]
+    exact.insert_many(more, [unit(rng) for _ in more])
+    assert {"ix_memories_scope", "ix_memories_embedding"} <= indexes()
+    query = unit(rng)
+    got = [r["id"] for r, _ in exact.similar_rows("t1", query, 0.5)]
+    vectors = {r["id"]: v for r, v in zip(rows + more, [exact.get_memory("t1", r["id"])
+                                                       for r in rows + more], strict=True)}
+    sims = {i: float(np.frombuffer(v["embedding"], dtype=np.float32) @ query)
+            for i, v in vectors.items()}
+    assert got == sorted((i for i, s in sims.items() if s >= 0.5), key=lambda i: -sims[i])
