@@ -267,12 +267,10 @@ class PostgresStorage:
                         self._build_indexes(cur, hnsw=True)
             finally:
                 conn.execute("SELECT pg_advisory_unlock(8130013)")
-        # synchronous_commit off: a commit returns before its WAL reaches the disk (a crash
-        # can lose the last fraction of a second of commits, never consistency), the
-        # durability of the SQLite store's WAL at synchronous=NORMAL; an fsync per write
-        # was most of a fast write's time.
-        self._settings = {"synchronous_commit": "off",
-                          "hnsw.ef_search": str(EF_SEARCH),
+        # Commits stay durable (the server's setting, synchronous_commit on by default): an
+        # acknowledged write survives a PostgreSQL or OS crash. A deployment that prefers
+        # write latency sets `options=-c synchronous_commit=off` in the URL (README).
+        self._settings = {"hnsw.ef_search": str(EF_SEARCH),
                           "hnsw.iterative_scan": ITERATIVE_SCAN,
                           "hnsw.max_scan_tuples": str(MAX_SCAN_TUPLES)}
         self._generation = 0  # bumped by `tune`: a connection set up earlier is set again
