@@ -51,6 +51,7 @@ help:
 	@echo "make bench-bulk      a 977 KB bulk write alone and four at once, beside another tenant"
 	@echo "make server-pg       reference server on an embedded PostgreSQL + pgvector (.pgdata/)"
 	@echo "make test-pg         the server tests and the storage conformance suite on PostgreSQL"
+	@echo "make test-hostile    hostile input on SQLite and PostgreSQL, no request over 2 s"
 	@echo "make test-browser    reports/index.html in headless Chromium (installs chromium, playwright)"
 	@echo "make engine          MemClaw's open-source engine on loopback (ENGINE_SRC=checkout|archive,"
 	@echo "                     ENGINE_CMD=up|status|down); docs/engine.md"
@@ -269,6 +270,16 @@ server-pg: $(PG_STAMP)
 # conformance suite on both backends.
 test-pg: $(PG_STAMP)
 	FLEETPROBE_DB=postgres $(PY) -m pytest -q tests/server
+
+# Issue 25: the hostile-input, list-filter and connection-limit suites with no request over
+# 2 s, one test at a time, on SQLite and then on PostgreSQL (CI runs it after make test-pg).
+HOSTILE_SUITES := tests/server/test_hostile_input.py tests/server/test_list_filters.py \
+                  tests/server/test_connection_limits.py
+.PHONY: test-hostile
+test-hostile: $(PG_STAMP)
+	FLEETPROBE_HOSTILE_LIMIT_S=2 $(PY) -m pytest -q -p no:nbval $(HOSTILE_SUITES)
+	FLEETPROBE_HOSTILE_LIMIT_S=2 FLEETPROBE_DB=postgres $(PY) -m pytest -q -p no:nbval \
+	    $(HOSTILE_SUITES)
 
 # Leakage and propagation at 10x the paper's population on PostgreSQL (long: see params).
 scale10x: $(PG_STAMP)

@@ -4,6 +4,7 @@ test is about rate limits."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +18,9 @@ from reference_server.launch.process import ReferenceServer
 PROFILES = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "naive")
 # Issue 25's "no request over 2 s" under hostile input: the hostile-input, list-filter and
 # connection-limit suites' clients (`LimitedClient`) fail a test naming any slower request.
-HOSTILE_LIMIT_S = 2.0
+# `make test-hostile` holds them to 2 s, one test at a time on each store; under `make test`
+# (two workers beside whatever else the machine runs) the limit only catches a hung request.
+HOSTILE_LIMIT_S = float(os.environ.get("FLEETPROBE_HOSTILE_LIMIT_S", "30"))
 FAST_ARGS = ("--search-rate", "100000/minute", "--write-rate", "100000/second",
              "--bulk-rate", "1000/second", "--detection-delay", "0.05")
 
