@@ -3,9 +3,9 @@ fleets, the row's observed fleet and visibility, who asked), one cause per gap."
 
 from __future__ import annotations
 
-import pytest
-
 from pathlib import Path
+
+import pytest
 
 from fleetprobe.analysis.base.results import Results
 from fleetprobe.analysis.sections import backends
