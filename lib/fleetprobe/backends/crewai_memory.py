@@ -88,6 +88,10 @@ class CrewAIBackend:
         if self.kind not in STORES:
             raise ValueError(f"crewai store {self.kind!r}: use {', '.join(STORES)}")
         self.store = STORES[self.kind]
+        # import CrewAI now, before the adapter reports healthy: its first request otherwise
+        # pays the import (tens of seconds on a loaded machine) and the harness's first call
+        # times out
+        import crewai  # noqa: F401
         self.deployment = deployment_of(deployment)
         self.idiomatic = self.deployment == "idiomatic"
         self._dir = data_dir

@@ -48,6 +48,7 @@ class Mem0Backend:
         if self.kind not in STORES:
             raise ValueError(f"mem0 store {self.kind!r}: use {', '.join(STORES)}")
         self.store = STORES[self.kind]
+        import mem0  # noqa: F401  # imported before the adapter reports healthy (as CrewAI)
         self.deployment = deployment_of(deployment)
         self.strict = self.deployment == "strict"
         # mem0's pgvector store draws connections from a pool per collection, and its history
