@@ -448,8 +448,7 @@ def overview_figure(judged: pd.DataFrame, out_dir: Path) -> tuple[list[Path], st
         values = [[(grid[(t, side, f)][0] / grid[(t, side, f)][1])
                    if grid.get((t, side, f), (0, 0))[1] else float("nan") for f in families]
                   for t in targets]
-        cmap = plt.get_cmap("Reds").copy()
-        cmap.set_bad("0.9")  # not run under this deployment
+        cmap = plt.get_cmap("Reds").with_extremes(bad="0.9")  # grey: not run like this
         ax.imshow(values, cmap=cmap, vmin=0, vmax=1, aspect="auto")
         for i, t in enumerate(targets):
             for j, f in enumerate(families):
