@@ -459,7 +459,8 @@ def overview_figure(judged: pd.DataFrame, out_dir: Path) -> tuple[list[Path], st
         ax.set_xticklabels(families, rotation=30, ha="right", fontsize=7)
         ax.set_title(f"{side}", fontsize=9)
     axes[0].set_yticks(range(len(targets)))
-    axes[0].set_yticklabels([f"{b} · {st} · {v}" for b, st, v in targets], fontsize=7)
+    axes[0].set_yticklabels([f"{b} · {st} · {v.replace('langgraph-checkpoint-', 'ckpt-')}"
+                             for b, st, v in targets], fontsize=7)
     fig.suptitle("Governance-matrix gaps (returned or changed what the policy denies): "
                  "k/n per path family, darker = more", fontsize=9)
     fig.tight_layout()
