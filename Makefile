@@ -20,7 +20,7 @@ TEST_JOBS   ?= auto
 XDIST        = -p no:nbval $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope)
 EXPERIMENTS := leakage contradiction provenance propagation
 # every experiment notebook executed into reports/ (make notebooks) and checked (make nbval)
-NOTEBOOKS   := $(EXPERIMENTS) matrix separation faults dynamics
+NOTEBOOKS   := $(EXPERIMENTS) matrix separation faults dynamics backends
 NOTEBOOK    := $(PY) -m fleetprobe.notebooks
 # quiet installs: no pip progress, no setuptools editable-install banner
 PIP         := PYTHONWARNINGS=ignore $(PY) -m pip -q

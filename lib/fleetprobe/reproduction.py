@@ -371,6 +371,10 @@ class EarlyNotebooks:
                 if future.result()[0] == 0}
 
 
+# notebooks over every run under a traces root, like the report (no experiment of their own)
+OVERVIEW_NOTEBOOKS = ("backends",)
+
+
 def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path, jobs: int,
                       early: EarlyNotebooks | None = None) -> list[tuple[str, str]]:
     """`notebooks/<experiment>.ipynb` on each shown run and the report notebook over
@@ -388,6 +392,10 @@ def execute_notebooks(shown: dict[str, Path], traces_root: Path, out_dir: Path, 
     items.append(("report", notebook_command(
         Path("notebooks/report.ipynb"), out_dir / "report.ipynb",
         "-p", "traces_root", str(traces_root), "-p", "out_dir", str(out_dir))))
+    items += [(name, notebook_command(Path("notebooks") / f"{name}.ipynb",
+                                      out_dir / f"{name}.ipynb", "-p", "traces_root",
+                                      str(traces_root)))
+              for name in OVERVIEW_NOTEBOOKS if (Path("notebooks") / f"{name}.ipynb").is_file()]
 
     def execute(item: tuple[str, list[str]]) -> tuple[str, int, str]:
         name, command = item
@@ -447,7 +455,7 @@ def canonical_notebooks(traces: Path = CANONICAL, out_dir: Path = Path("reports"
     # every experiment notebook is executed: one no plan names a run for shows the
     # committed run of the state the paper measured (else the latest complete run)
     for source in sorted(Path("notebooks").glob("*.ipynb")):
-        if source.stem != "report" and source.stem not in shown:
+        if source.stem not in ("report", *OVERVIEW_NOTEBOOKS) and source.stem not in shown:
             run = notebook_run(traces, source.stem)
             if run is not None:
                 shown[source.stem] = run

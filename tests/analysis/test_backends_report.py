@@ -72,3 +72,61 @@ def test_report_with_backend_runs_writes_table_figure_and_reproduction(tmp_path:
     repro = (tmp_path / "out" / "backends_repro.md").read_text()
     assert "## mem0: search" in repro and "## mem0: get" in repro
     assert "strands-agents/tools#596" in repro
+
+
+def _matrix_run(root: Path, run_id: str, deployment: str, gaps: dict[str, int]) -> None:
+    """A mem0 matrix run: per path, `gaps` of 4 judged probes returned a denied row (the
+    first of them by the other tenant on `get`), the rest withheld it."""
+    events: list[dict] = [
+        {"phase": "census_agent", "step": "before", "who": "A.f0t1", "tenant": "A",
+         "credential": "agent", "trust": 1, "home": "fleet-1", "source": "plan"},
+        {"phase": "census_row", "row_key": "r1", "tenant": "A", "fleet": "fleet-10",
+         "visibility": "scope_team", "owner": "A.f1t1", "deleted": False, "source": "get"}]
+    for path, k in gaps.items():
+        for i in range(4):
+            pid = f"e-{path}-{i}"
+            crossing = path == "get" and i == 0
+            events.append({"phase": "probe", "probe_id": pid, "path": path, "who": "A.f0t1",
+                           "row_key": "r1", "fleets": "fleet-1" if path != "get" else None,
+                           "returned": i < k, "status": 200})
+            events.append({"phase": "verdict", "probe_id": pid, "path": path,
+                           "principal": "other tenant" if crossing else "t1 other_fleet",
+                           "relation": "other_tenant" if crossing else "other_fleet",
+                           "visibility": "scope_team", "expected": "deny",
+                           "verdict": "gap" if i < k else "ok", "cross_tenant": crossing})
+    target = {"kind": "backend", "base_url": "http://127.0.0.1:1", "tenant_id": "t",
+              "server_profile": "backend-mem0", "label": f"backend-mem0[{deployment}]",
+              "backend": "mem0", "backend_version": "2.2.1", "backend_deployment": deployment,
+              "backend_store": "Memory(qdrant local, on disk)",
+              "backend_env": {"packages": {"mem0ai": "2.2.1"}}}
+    write_run(root, run_id, "matrix", events, profile=f"backend-mem0[{deployment}]",
+              kind="backend", manifest_extra={"target": target})
+
+
+def test_rates_side_by_side_and_causes_checked(tmp_path: Path) -> None:
+    """Per backend x store x version and path family, idiomatic beside strict, k/n with
+    Wilson intervals; the cross-tenant probes apart; the causes sum to the gaps."""
+    from fleetprobe.analysis.sections import backends
+
+    _matrix_run(tmp_path, "r-idiomatic", "idiomatic", {"get": 3, "search_fleet": 1})
+    _matrix_run(tmp_path, "r-strict", "strict", {"get": 0, "search_fleet": 0})
+    results = Results.load(tmp_path, experiments=("matrix",))
+    try:
+        judged = backends.judged_probes(results, tmp_path)
+        rates = backends.rates_table(judged).frame.set_index("family")
+        assert list(rates.store.unique()) == ["qdrant local"]
+        assert list(rates.version.unique()) == ["mem0ai 2.2.1"]
+        assert rates.loc["all paths", "idiomatic: gaps"].startswith("4/8 = 0.500")
+        assert rates.loc["all paths", "strict: gaps"].startswith("0/8 = 0.000")
+        assert rates.loc["read by id", "idiomatic: gaps"].startswith("3/4")
+        assert rates.loc["search / recall", "idiomatic: gaps"].startswith("1/4")
+        crossing = backends.cross_tenant_table(judged).frame
+        assert crossing.loc[0, "idiomatic: gaps"].startswith("1/1")
+        assert crossing.loc[0, "strict: gaps"].startswith("0/1")
+        classes, _ = backends.attribution_tables(results, tmp_path)
+        frame = classes.frame.set_index("cause")
+        assert frame.loc["all gaps", "backend-mem0[idiomatic]"] == 4
+        paths, _ = backends.overview_figure(judged, tmp_path / "figures")
+        assert [p.suffix for p in paths] == [".png", ".pdf"] and paths[0].stat().st_size
+    finally:
+        results.con.close()

@@ -109,8 +109,11 @@ MATE_SEES_PRIVATE = {("langgraph", "idiomatic"): True, ("langgraph", "strict"): 
                      ("mem0", "idiomatic"): True, ("mem0", "strict"): False,
                      ("crewai", "idiomatic"): True, ("crewai", "strict"): False}
 # LangGraph's stores beside InMemoryStore (sqlite: sqlean's SQLite loads sqlite-vec)
+# and the second store mem0 and CrewAI each ship (mem0's pgvector on the embedded PostgreSQL,
+# CrewAI's Qdrant Edge)
 CASES = [(b, d, None) for b in BACKENDS for d in ("idiomatic", "strict")] + [
-    ("langgraph", "strict", "sqlite"), ("langgraph", "idiomatic", "postgres")]
+    ("langgraph", "strict", "sqlite"), ("langgraph", "idiomatic", "postgres"),
+    ("mem0", "strict", "pgvector"), ("crewai", "idiomatic", "qdrant-edge")]
 
 
 @pytest.mark.parametrize(("backend", "deployment", "store"), CASES)
@@ -120,6 +123,7 @@ def test_deployments_differ_as_documented(
     server = backend_server(backend, None if deployment == "idiomatic" else deployment, store)
     version = httpx.get(server.base_url + "/api/v1/version", timeout=30).json()
     assert version["backend_deployment"] == deployment
+    assert store is None or store.split("-")[0] in version["backend_store"].lower()
     w = Wire(server)
     owner, mate = w.agent("owner", "f1"), w.agent("mate", "f1")
     text = "Plover vault code rotates at dusk"

@@ -32,8 +32,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 description="a memory backend behind MemClaw's wire")
     p.add_argument("--backend", required=True, choices=BACKENDS)
     p.add_argument("--store", default=None,
-                   help="langgraph: memory (default), sqlite or postgres; mem0: qdrant; "
-                        "crewai: lancedb")
+                   help="langgraph: memory (default), sqlite or postgres; mem0: qdrant "
+                        "(default) or pgvector; crewai: lancedb (default) or qdrant-edge")
     p.add_argument("--deployment", default=None,
                    help="how wire scopes map onto the backend's own (docs/backends.md): "
                         "idiomatic (default) or strict")

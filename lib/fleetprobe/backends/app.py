@@ -59,7 +59,7 @@ class AdapterState:
     backend: Backend
     storage: SqliteStorage  # tenants, keys, agents only
     keys: KeyRegistry
-    lock: asyncio.Lock  # backends are called one at a time, off the event loop
+    lock: asyncio.Lock  # a backend not safe for concurrent calls gets one at a time
     env_name: str | None = None  # the locked environment this process runs in
 
     def identity(self, caller: Caller) -> Identity:
@@ -73,12 +73,19 @@ class AdapterState:
                         agent.trust_level if agent else None)
 
     async def call(self, fn: Any, *args: Any) -> Any:
+        """`fn` off the event loop; one call at a time unless the backend says its store is
+        safe for concurrent calls (`Backend.concurrent`: it serializes, or pools, itself)."""
+        if getattr(self.backend, "concurrent", False):
+            return await self._call(fn, *args)
         async with self.lock:
-            try:
-                return await asyncio.to_thread(fn, *args)
-            except ValueError as exc:  # the backend refused this input (Refused, its own
-                # validation): 422 in the envelope, nothing written
-                raise ApiError(422, f"{self.backend.name} refused the request: {exc}") from exc
+            return await self._call(fn, *args)
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except ValueError as exc:  # the backend refused this input (Refused, its own
+            # validation): 422 in the envelope, nothing written
+            raise ApiError(422, f"{self.backend.name} refused the request: {exc}") from exc
 
 
 def backend_version(backend: Backend) -> str | None:

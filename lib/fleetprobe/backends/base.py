@@ -131,6 +131,7 @@ class Backend(Protocol):
     package: str  # the distribution whose version is measured
     store: str  # which store of the backend (e.g. InMemoryStore)
     deployment: str  # idiomatic / strict
+    concurrent: bool  # safe for calls from several threads at once (its store serializes)
 
     def write(self, memory: StoredMemory) -> StoredMemory: ...
 

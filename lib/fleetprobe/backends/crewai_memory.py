@@ -1,5 +1,8 @@
-"""CrewAI's unified `Memory` (LanceDB on disk, no LLM): hierarchical scope paths, plus the
-`private` / `source` pair for records only their source may recall.
+"""CrewAI's unified `Memory` (no LLM): hierarchical scope paths, plus the `private` / `source`
+pair for records only their source may recall. Stores, the two CrewAI ships: `lancedb` (its
+default, `LanceDBStorage` on disk) and `qdrant-edge` (`QdrantEdgeStorage`, CrewAI's
+`Memory(storage="qdrant-edge")`, on disk), each built the way `Memory` builds it, in a
+directory of the adapter's.
 
 Deployments (docs/backends.md):
 - `idiomatic`: what `Crew(memory=True)` does. A crew's memory is rooted at `/crew/<name>` and
@@ -15,7 +18,8 @@ Either way `scope`, `categories` and `importance` are always passed and
 `consolidation_threshold` is 1.0 (CrewAI's documented "disable"), so remember() calls no LLM
 (should a stored neighbour ever score 1.0, CrewAI would ask the LLM to consolidate: the
 adapter's LLM refuses and that write answers "not supported"); recall uses `depth="shallow"`.
-CrewAI matches a scope as a string prefix (`scope LIKE '<prefix>%'`, crewAIInc/crewAI#7543).
+LanceDB matches a scope as a string prefix (`scope LIKE '<prefix>%'`, crewAIInc/crewAI#7543);
+Qdrant Edge matches one of the record's ancestor scopes exactly (`scope_ancestors`).
 A fleet or agent id is one path segment (`/` escaped), so an id never nests under another.
 GET by id is the storage's `get_record(id)`, PATCH `Memory.update(record_id, ...)`, DELETE
 `Memory.forget(record_ids=[id])`, the listing `Memory.list_records(scope)`: each takes no
@@ -38,7 +42,7 @@ from .base import (
     deployment_of,
     segment,
 )
-from .embedder import LLMCalled, embed_texts
+from .embedder import DIM, LLMCalled, embed_texts
 
 
 class _NoLLM:
@@ -67,15 +71,27 @@ def scope_for(tenant_id: str, fleet_id: str | None, agent_id: str | None = None,
     return f"{crew}/agent/{_seg(agent_id)}" if agent_id else crew
 
 
+STORES = {"lancedb": "Memory(LanceDBStorage, on disk)",
+          "qdrant-edge": "Memory(QdrantEdgeStorage, on disk)"}
+
+
 class CrewAIBackend:
     name = "crewai"
     package = "crewai"
-    store = "Memory(LanceDBStorage, on disk)"
+    # Memory hands saves to a background pool and its storages take writes from one caller:
+    # the adapter keeps calls one at a time (app.AdapterState.lock)
+    concurrent = False
 
     def __init__(self, data_dir: Path, store: str | None = None,
                  deployment: str | None = None) -> None:
-        if store not in (None, "lancedb"):
-            raise ValueError(f"crewai store {store!r}: only LanceDB is measured")
+        self.kind = store or "lancedb"
+        if self.kind not in STORES:
+            raise ValueError(f"crewai store {self.kind!r}: use {', '.join(STORES)}")
+        self.store = STORES[self.kind]
+        # import CrewAI now, before the adapter reports healthy: its first request otherwise
+        # pays the import (tens of seconds on a loaded machine) and the harness's first call
+        # times out
+        import crewai  # noqa: F401
         self.deployment = deployment_of(deployment)
         self.idiomatic = self.deployment == "idiomatic"
         self._dir = data_dir
@@ -86,14 +102,22 @@ class CrewAIBackend:
         key = "" if self.idiomatic else tenant_id
         if key not in self._memories:
             from crewai import Memory
-            from crewai.memory.storage.lancedb_storage import LanceDBStorage
 
             name = "shared" if not key else "t" + hashlib.sha256(key.encode()).hexdigest()[:16]
-            storage = LanceDBStorage(path=str(self._dir / f"lancedb-{name}"))
+            storage = self._storage(name)
             memory = Memory(storage=storage, embedder=embed_texts, llm=_NoLLM(),
                             consolidation_threshold=1.0)
             self._memories[key] = (memory, storage)
         return self._memories[key]
+
+    def _storage(self, name: str) -> Any:
+        if self.kind == "qdrant-edge":
+            from crewai.memory.storage.qdrant_edge_storage import QdrantEdgeStorage
+
+            return QdrantEdgeStorage(path=str(self._dir / f"qdrant-edge-{name}"), vector_dim=DIM)
+        from crewai.memory.storage.lancedb_storage import LanceDBStorage
+
+        return LanceDBStorage(path=str(self._dir / f"lancedb-{name}"))
 
     def write(self, memory: StoredMemory) -> StoredMemory:
         agent_scoped = memory.visibility == "scope_agent"

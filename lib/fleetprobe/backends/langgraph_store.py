@@ -22,6 +22,7 @@ reach an item whose namespace the caller cannot name), then `get`/`put`/`delete`
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,9 @@ class LangGraphBackend:
         if self.kind not in STORES:
             raise ValueError(f"langgraph store {self.kind!r}: use {', '.join(STORES)}")
         self.store = STORES[self.kind]
+        # SqliteStore and PostgresStore serialize on their connection's own lock, so the
+        # adapter need not; InMemoryStore iterates dicts another thread's put may resize
+        self.concurrent = self.kind != "memory"
         self.deployment = deployment_of(deployment)
         self.strict = self.deployment == "strict"
         self._dir = data_dir
@@ -92,13 +96,15 @@ class LangGraphBackend:
         self._stores: dict[str, Any] = {}
         self._closers: list[Any] = []
         self._pg: Any = None
+        self._opening = threading.Lock()
 
     # -- stores: one shared (idiomatic) or one per tenant (strict), opened on first use
     def _store(self, tenant_id: str) -> Any:
         key = tenant_id if self.strict else ""
-        if key not in self._stores:
-            self._stores[key] = self._open(key)
-        return self._stores[key]
+        with self._opening:  # concurrent calls open each store (and the server) once
+            if key not in self._stores:
+                self._stores[key] = self._open(key)
+            return self._stores[key]
 
     def _open(self, key: str) -> Any:
         name = "shared" if not key else "t" + hashlib.sha256(key.encode()).hexdigest()[:16]

@@ -1,5 +1,7 @@
-"""mem0 OSS (`mem0.Memory`, infer=False, local Qdrant on disk): user/agent/run ids and
-metadata filters are the scoping mechanism.
+"""mem0 OSS (`mem0.Memory`, infer=False): user/agent/run ids and metadata filters are the
+scoping mechanism. Stores: `qdrant` (default: mem0's local Qdrant on disk) and `pgvector`
+(mem0's pgvector store on the kit's embedded PostgreSQL with pgvector, started inside the
+adapter on a Unix socket in its own data directory: no port, nothing shared).
 
 Mapping (docs/backends.md): `user_id` = the tenant (mem0's top-level owner of memories),
 `agent_id` = the writing agent, `run_id` = the wire's `run_id` when sent, as mem0's
@@ -10,9 +12,9 @@ kept beside them under `wire`, so a caller's metadata can never override a row's
 Deployments:
 - `idiomatic`: one collection for every tenant; a search filters `user_id` and, when a fleet
   scope is named, `fleet_id in [...]`; `agent_id` only for the wire's author filter.
-- `strict`: one collection (and Qdrant directory) per tenant, and an agent's search adds
-  mem0's `OR` filter "not agent-scoped, or written by me": the strictest scoping mem0's
-  filter language expresses.
+- `strict`: one collection (a Qdrant directory, or a pgvector table) per tenant, and an
+  agent's search adds mem0's `OR` filter "not agent-scoped, or written by me": the strictest
+  scoping mem0's filter language expresses.
 GET, PATCH and DELETE by id are `Memory.get` / `update` / `delete`, which take an id and no
 identity (in `strict`, within the caller's tenant's collection).
 """
@@ -20,6 +22,7 @@ identity (in `strict`, within the caller's tenant's collection).
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,38 +34,63 @@ from .langchain_shims import KitEmbeddings, NoLLM
 _WIRE_FIELDS = ("id", "memory_type", "source_uri", "created_at")
 
 
+STORES = {"qdrant": "Memory(qdrant local, on disk)",
+          "pgvector": "Memory(pgvector on PostgreSQL)"}
+
+
 class Mem0Backend:
     name = "mem0"
     package = "mem0ai"
-    store = "Memory(qdrant local, on disk)"
 
     def __init__(self, data_dir: Path, store: str | None = None,
                  deployment: str | None = None) -> None:
-        if store not in (None, "qdrant"):
-            raise ValueError(f"mem0 store {store!r}: only the local qdrant store is measured")
+        self.kind = store or "qdrant"
+        if self.kind not in STORES:
+            raise ValueError(f"mem0 store {self.kind!r}: use {', '.join(STORES)}")
+        self.store = STORES[self.kind]
+        import mem0  # noqa: F401  # imported before the adapter reports healthy (as CrewAI)
         self.deployment = deployment_of(deployment)
         self.strict = self.deployment == "strict"
+        # mem0's pgvector store draws connections from a pool per collection, and its history
+        # database serializes on its own lock; local Qdrant keeps one unguarded client
+        self.concurrent = self.kind == "pgvector"
         self._dir = data_dir
         self._memories: dict[str, Any] = {}
+        self._pg: Any = None
+        self._opening = threading.Lock()
 
     def _memory(self, tenant_id: str) -> Any:
         key = tenant_id if self.strict else ""
-        if key not in self._memories:
-            self._memories[key] = self._open(key)
-        return self._memories[key]
+        with self._opening:  # concurrent calls open each collection (and the server) once
+            if key not in self._memories:
+                self._memories[key] = self._open(key)
+            return self._memories[key]
 
     def _open(self, key: str) -> Any:
         from mem0 import Memory
 
         name = "fleetprobe" if not key else "t" + hashlib.sha256(key.encode()).hexdigest()[:16]
         return Memory.from_config({
-            "vector_store": {"provider": "qdrant", "config": {
-                "path": str(self._dir / f"qdrant-{name}"), "on_disk": True,
-                "embedding_model_dims": DIM, "collection_name": name}},
+            "vector_store": self._vector_store(name),
             "embedder": {"provider": "langchain", "config": {"model": KitEmbeddings()}},
             "llm": {"provider": "langchain", "config": {"model": NoLLM()}},
             "history_db_path": str(self._dir / f"mem0-history-{name}.db"),
         })
+
+    def _vector_store(self, name: str) -> dict[str, Any]:
+        if self.kind == "qdrant":
+            return {"provider": "qdrant", "config": {
+                "path": str(self._dir / f"qdrant-{name}"), "on_disk": True,
+                "embedding_model_dims": DIM, "collection_name": name}}
+        if self._pg is None:
+            from reference_server.launch.embedded_pg import EmbeddedPostgres
+
+            self._pg = EmbeddedPostgres(self._dir / "pg").start()
+            self._pg_url = self._pg.create_database("mem0")
+        # mem0's own defaults (HNSW index, pool of 1-5), one table per collection
+        return {"provider": "pgvector", "config": {
+            "connection_string": self._pg_url, "collection_name": name,
+            "embedding_model_dims": DIM}}
 
     def write(self, memory: StoredMemory) -> StoredMemory:
         wire = {k: v for k, v in memory.payload().items() if k in _WIRE_FIELDS}
@@ -143,6 +171,9 @@ class Mem0Backend:
 
     def close(self) -> None:
         for memory in self._memories.values():
-            client = getattr(getattr(memory, "vector_store", None), "client", None)
+            store = getattr(memory, "vector_store", None)
+            client = getattr(store, "client", None) or getattr(store, "connection_pool", None)
             if client is not None and hasattr(client, "close"):
                 client.close()
+        if self._pg is not None:
+            self._pg.stop()

@@ -316,6 +316,164 @@ def matrix_paths_table(results: Results) -> Table:
                  "the bundled profiles params/reference/matrix.yaml: compare rates, not counts.")
 
 
+# ---- rates per backend x deployment x store x version and path family ------------------
+
+# the matrix's paths in families a reader compares across backends (policy.PATHS)
+FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("read by id", ("get",)),
+    ("search / recall", ("search", "recall")),
+    ("list", ("list",)),
+    ("change by id", ("patch", "delete", "after_redistribute")),
+    ("write", ("write", "bulk_write", "entity_upsert")),
+    ("reveal", ("dup_", "idempotency", "bulk_attempt")),
+)
+ALL_PATHS = "all paths"
+# the package whose version decides a store's behaviour (the sweeps vary these)
+STORE_PACKAGE = {"SqliteStore": "langgraph-checkpoint-sqlite",
+                 "PostgresStore": "langgraph-checkpoint-postgres"}
+BACKEND_PACKAGE = {"langgraph": "langgraph", "mem0": "mem0ai", "crewai": "crewai"}
+
+
+def family(path: str) -> str:
+    """The family of a matrix path (`other` for contradictions, entity, agent records, ...)."""
+    for name, prefixes in FAMILIES:
+        if path.startswith(prefixes):
+            return name
+    return "other"
+
+
+def target_info(traces_root: Path | None, run_id: str) -> dict[str, str]:
+    """backend, deployment, store and the deciding package's version of a backend run, from
+    its manifest (`backend-<name>` runs from before deployments are `idiomatic`)."""
+    try:
+        manifest = json.loads((Path(traces_root or ".") / run_id / "manifest.json").read_text())
+    except (OSError, ValueError):
+        manifest = {}
+    target = manifest.get("target") or {}
+    backend = str(target.get("backend") or "?")
+    store = str(target.get("backend_store") or "?")
+    store_short = re.sub(r"^Memory\((\w[\w ]*?)[,)].*$", r"\1", store)
+    packages = (target.get("backend_env") or {}).get("packages") or {}
+    package = STORE_PACKAGE.get(store, BACKEND_PACKAGE.get(backend, backend))
+    version = packages.get(package) or (target.get("backend_version")
+                                        if package == BACKEND_PACKAGE.get(backend) else None)
+    return {"backend": backend, "deployment": target.get("backend_deployment") or "idiomatic",
+            "store": store_short, "version": f"{package} {version or '?'}"}
+
+
+def _backend_matrix_runs(results: Results) -> pd.DataFrame:
+    canonical = results.canonical[results.canonical.experiment == "matrix"]
+    return canonical[canonical.profile.map(backend_of).notna()]
+
+
+def judged_probes(results: Results, traces_root: Path | None) -> pd.DataFrame:
+    """Every judged probe of the backends' canonical matrix runs, with its run's backend,
+    deployment, store and version and its path family."""
+    runs = _backend_matrix_runs(results)
+    probes = _matrix_probes(results, list(runs.run_id))
+    if probes.empty:
+        return probes
+    info = pd.DataFrame([{"run_id": r, **target_info(traces_root, r)} for r in runs.run_id])
+    probes = probes.merge(info, on="run_id")
+    probes["family"] = probes.path.map(family)
+    probes["gap"] = probes.verdict == "gap"
+    return probes
+
+
+SIDE = ("idiomatic", "strict")
+
+
+def _side_by_side(judged: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """gaps/judged [95% Wilson CI] per `keys`, idiomatic and strict in columns of their own."""
+    rows = []
+    for key, part in judged.groupby(keys, sort=True):
+        line = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
+        for side in SIDE:
+            mine = part[part.deployment == side]
+            line[f"{side}: gaps"] = (fmt_rate(rate(int(mine.gap.sum()), len(mine)))
+                                     if len(mine) else "-")
+        rows.append(line)
+    return pd.DataFrame(rows)
+
+
+def rates_table(judged: pd.DataFrame) -> Table:
+    """Gap rates per backend x store x version x path family, idiomatic beside strict."""
+    name, title = "backends_rates", ("Backends: gap rates per store, version and path family, "
+                                     "idiomatic beside strict")
+    if judged.empty:
+        return Table(name, title, pd.DataFrame(), NO_MATRIX)
+    every = judged.assign(family=ALL_PATHS)
+    frame = _side_by_side(pd.concat([every, judged], ignore_index=True),
+                          ["backend", "store", "version", "family"])
+    order = {f: i for i, f in enumerate([ALL_PATHS, *(n for n, _ in FAMILIES), "other"])}
+    frame = frame.sort_values(["backend", "store", "version", "family"],
+                              key=lambda c: c.map(order) if c.name == "family" else c,
+                              kind="stable").reset_index(drop=True)
+    return Table(name, title, frame,
+                 "From each backend target's canonical governance-matrix run: gaps (the path "
+                 "returned, revealed or changed what the written policy denies) over judged "
+                 "probes, 95% Wilson intervals; `idiomatic` = the layout the backend's own docs "
+                 "and framework use, `strict` = the strictest scoping its native API expresses "
+                 "(docs/backends.md). A gap under `strict` is the backend's; one only under "
+                 "`idiomatic` is the usual deployment's. `-`: not run under that deployment. "
+                 "version = the package that decides the store's behaviour.")
+
+
+def cross_tenant_table(judged: pd.DataFrame) -> Table:
+    """Probes of another tenant's rows, per backend x store x version, side by side."""
+    name, title = "backends_cross_tenant", "Backends: cross-tenant probes that succeeded"
+    crossing = judged[judged.cross_tenant] if not judged.empty else judged
+    if crossing.empty:
+        return Table(name, title, pd.DataFrame(), NO_MATRIX)
+    return Table(name, title, _side_by_side(crossing, ["backend", "store", "version"]),
+                 "Probes by a principal of the other tenant (same fleet names) of a row it "
+                 "must never see or change: k/n returned or changed it, 95% Wilson intervals. "
+                 "`idiomatic` keeps every tenant in one collection, table or store, `strict` "
+                 "one per tenant (docs/backends.md).")
+
+
+def overview_figure(judged: pd.DataFrame, out_dir: Path) -> tuple[list[Path], str]:
+    """At a glance: one heat map per deployment, a row per backend x store x version and a
+    column per path family, coloured by gap rate and labelled k/n."""
+    if judged.empty:
+        return [], NO_MATRIX
+    families = [ALL_PATHS, *(n for n, _ in FAMILIES)]
+    every = pd.concat([judged.assign(family=ALL_PATHS), judged], ignore_index=True)
+    targets = sorted({(r.backend, r.store, r.version) for r in judged.itertuples()})
+    grid = {(t, side, f): (int(p.gap.sum()), len(p)) for (b, st, v, side, f), p in
+            every.groupby(["backend", "store", "version", "deployment", "family"])
+            for t in [(b, st, v)]}
+    fig, axes = plt.subplots(1, 2, figsize=(11, 1.2 + 0.42 * len(targets)), sharey=True)
+    for ax, side in zip(axes, SIDE, strict=True):
+        values = [[(grid[(t, side, f)][0] / grid[(t, side, f)][1])
+                   if grid.get((t, side, f), (0, 0))[1] else float("nan") for f in families]
+                  for t in targets]
+        cmap = plt.get_cmap("Reds").with_extremes(bad="0.9")  # grey: not run like this
+        ax.imshow(values, cmap=cmap, vmin=0, vmax=1, aspect="auto")
+        for i, t in enumerate(targets):
+            for j, f in enumerate(families):
+                k, n = grid.get((t, side, f), (0, 0))
+                ax.text(j, i, f"{k}/{n}" if n else "-", ha="center", va="center", fontsize=6,
+                        color="white" if n and k / n > 0.6 else "black")
+        ax.set_xticks(range(len(families)))
+        ax.set_xticklabels(families, rotation=30, ha="right", fontsize=7)
+        ax.set_title(f"{side}", fontsize=9)
+    axes[0].set_yticks(range(len(targets)))
+    axes[0].set_yticklabels([f"{b} · {st} · {v.replace('langgraph-checkpoint-', 'ckpt-')}"
+                             for b, st, v in targets], fontsize=7)
+    fig.suptitle("Governance-matrix gaps (returned or changed what the policy denies): "
+                 "k/n per path family, darker = more", fontsize=9)
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"backends_overview.{ext}" for ext in ("png", "pdf")]
+    for path in paths:
+        fig.savefig(path, dpi=150, metadata=(
+            {"CreationDate": None, "Producer": None, "Creator": None}
+            if path.suffix == ".pdf" else {"Software": None}))
+    plt.close(fig)
+    return paths, ""
+
+
 # ---- attribution: each backend gap of the matrix classified by a rule over its trace
 
 BY_ID_PATHS = ("get", "patch", "patch_content", "delete")
@@ -384,21 +542,11 @@ def _matrix_probes(results: Results, run_ids: list[str]) -> pd.DataFrame:
     return results.view("backend_matrix_attribution", run_ids) if run_ids else pd.DataFrame()
 
 
-def _env_versions(traces_root: Path | None, run_id: str) -> dict[str, str]:
-    try:
-        manifest = json.loads((Path(traces_root or ".") / run_id / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    target = manifest.get("target") or {}
-    packages = (target.get("backend_env") or {}).get("packages") or {}
-    return {**packages, "backend": str(target.get("backend_version") or "?")}
-
-
 def attribution_tables(results: Results, traces_root: Path | None) -> tuple[Table, Table]:
-    """backends_gap_classes (per backend matrix run: gaps by class, summing to its gaps) and
-    backends_known_bugs (k/n per version of each known public bug the matrix reaches)."""
-    canonical = results.canonical[results.canonical.experiment == "matrix"]
-    runs = canonical[canonical.profile.map(backend_of).notna()]
+    """backends_gap_classes (per backend matrix run: gaps by class, checked to sum to the run's
+    gap count in backend_matrix_counts) and backends_known_bugs (k/n per version of each known
+    public bug the matrix reaches)."""
+    runs = _backend_matrix_runs(results)
     probes = _matrix_probes(results, list(runs.run_id))
     if probes.empty:
         empty = pd.DataFrame()
@@ -415,17 +563,39 @@ def attribution_tables(results: Results, traces_root: Path | None) -> tuple[Tabl
     counts = gaps.pivot_table(index="class", columns="label", values="probe_id",
                               aggfunc="count", fill_value=0)
     counts = counts.reindex([c for c in GAP_CLASSES if c in counts.index])
-    counts.loc["all gaps"] = gaps.groupby("label").size()
+    _check_classes(results, counts, label_of)
+    counts.loc["all gaps"] = counts.sum()
     classes = Table("backends_gap_classes", "Backend gaps by cause (rule over each trace)",
                     counts.reset_index().rename(columns={"class": "cause"}),
                     "Each gap of a backend's canonical matrix run gets the first cause whose "
                     "rule holds on its recorded request and the row's observed fleet and "
-                    "visibility (`classify_gap`), so each column sums to `all gaps`.")
+                    "visibility (`classify_gap`); each column's causes sum to `all gaps`, "
+                    "checked against the run's gap count (backend_matrix_counts) when the "
+                    "table is built.")
+    return classes, known_bugs_table(probes, runs, traces_root)
+
+
+def _check_classes(results: Results, counts: pd.DataFrame, label_of: dict[str, str]) -> None:
+    """Every gap gets exactly one cause: the causes of each run sum to its gap count."""
+    totals = results.view("backend_matrix_counts", list(label_of))
+    totals = totals[totals.metric == "matrix_gap"]
+    for run_id, label in label_of.items():
+        expected = int(totals[totals.run_id == run_id].numerator.sum())
+        got = int(counts[label].sum()) if label in counts.columns else 0
+        if got != expected:
+            raise ValueError(f"{label} ({run_id}): gap causes sum to {got}, the run has "
+                             f"{expected} gaps (backend_matrix_counts)")
+
+
+def known_bugs_table(probes: pd.DataFrame, runs: pd.DataFrame,
+                     traces_root: Path | None) -> Table:
+    """k/n per known public bug and version: the probes the bug could answer, and those that
+    returned or changed the row."""
     bugs = []
     for run in runs.itertuples():
         mine = probes[probes.run_id == run.run_id]
-        versions = _env_versions(traces_root, run.run_id)
-        backend = (backend_of(run.profile) or "").split("[")[0]
+        info = target_info(traces_root, run.run_id)
+        backend = info["backend"]
         sibling = mine[pd.Series([prefix_sibling(_str(f), _str(r), _str(h)) for f, r, h in
                                   zip(mine.fleets, mine.row_fleet, mine.home, strict=True)],
                                  index=mine.index, dtype=bool)
@@ -433,28 +603,28 @@ def attribution_tables(results: Results, traces_root: Path | None) -> tuple[Tabl
         by_id = mine[mine.path.isin(BY_ID_PATHS) & (mine.expected == "deny")]
         if backend == "crewai":
             bugs.append(("crewAIInc/crewAI#7543: recall matches a scope as a string prefix",
-                         run.profile, f"crewai {versions.get('crewai', versions['backend'])}",
-                         sibling))
+                         info, sibling))
         if backend == "langgraph":
-            ckpt = " / ".join(f"{k.split('-')[-1]} {v}" for k, v in versions.items()
-                              if k.startswith("langgraph-checkpoint-"))
             bugs.append(("CVE-2026-71433 (as filed in issue 23): store search matches a "
-                         "namespace prefix across segments", run.profile,
-                         f"checkpoint {ckpt or '?'}", sibling))
+                         "namespace prefix across segments", info, sibling))
         if backend == "mem0":
-            bugs.append(("mem0 by-id get/update/delete take no identity", run.profile,
-                         f"mem0ai {versions.get('mem0ai', versions['backend'])}", by_id))
-    rows = [{"bug": bug, "target": label, "version": version,
+            bugs.append(("mem0 by-id get/update/delete take no identity", info, by_id))
+    rows = [{"bug": bug, "backend": info["backend"], "store": info["store"],
+             "version": info["version"], "deployment": info["deployment"],
              "k/n returned": fmt_rate(rate(int(part.returned.fillna(False).sum()),
                                            len(part)))}
-            for bug, label, version, part in bugs]
-    known = Table("backends_known_bugs", "Known public bugs, k/n by version",
-                  pd.DataFrame(rows),
-                  "n = the matrix probes a bug could answer (read paths naming a fleet that "
-                  "is a strict string prefix of the row's fleet; for mem0, by-id probes the "
-                  "policy denies), k = those that returned or changed the row; 95% Wilson "
-                  "intervals.")
-    return classes, known
+            for bug, info, part in bugs]
+    frame = pd.DataFrame(rows)
+    if not frame.empty:
+        frame = frame.sort_values(["bug", "store", "version", "deployment"],
+                                  kind="stable").reset_index(drop=True)
+    return Table("backends_known_bugs", "Known public bugs, k/n by version", frame,
+                 "n = the matrix probes a bug could answer (read paths naming a fleet, or "
+                 "defaulting to a home fleet, that is a strict string prefix of the row's "
+                 "fleet; for mem0, by-id probes the policy denies), k = those that returned or "
+                 "changed the row; 95% Wilson intervals. version = the package that decides "
+                 "the store's behaviour: CVE-2026-71433 is in langgraph-checkpoint-sqlite / "
+                 "-postgres (InMemoryStore, in langgraph itself, is not the affected code).")
 
 
 def _why(reasons: dict[str, str]) -> str:
@@ -489,8 +659,12 @@ def build(context: Context) -> SectionOutput:
         matrix = replace(matrix_paths_table(results), views=("backend_matrix_paths",))
         classes, known = (replace(t, views=("backend_matrix_attribution",))
                           for t in attribution_tables(results, context.traces_root))
-        paths = [p for t in (table, matrix, classes, known)
-                 for p in write_table(t, out_dir / "tables")]
+        judged = judged_probes(results, context.traces_root)
+        rates, crossing = (replace(t, views=("backend_matrix_attribution",)) for t in
+                           (rates_table(judged), cross_tenant_table(judged)))
+        tables = (rates, crossing, known, classes, table, matrix)
+        paths = [p for t in tables for p in write_table(t, out_dir / "tables")]
+        overview_paths, overview_note = overview_figure(judged, out_dir / "figures")
         figure_paths, figure_note = backends_figure(results, out_dir / "figures", table)
         repro = out_dir / "backends_repro.md"
         repro.write_text(reproductions(results), encoding="utf-8")
@@ -501,16 +675,21 @@ def build(context: Context) -> SectionOutput:
     notes = [table.note] if table.empty else []
     if figure_note and not table.empty:
         notes.append(f"backends figure: {figure_note}")
-    figures = {"backends_leakage": FigureOutput(
-        "backends_leakage", "Leakage by target (canonical runs)", figure_paths,
-        note=figure_note, views=("backend_metric_counts",))}
+    figures = {
+        "backends_overview": FigureOutput(
+            "backends_overview", "Backends at a glance: matrix gaps per path family, "
+            "idiomatic beside strict", overview_paths, note=overview_note,
+            views=("backend_matrix_attribution",)),
+        "backends_leakage": FigureOutput(
+            "backends_leakage", "Leakage by target (canonical runs)", figure_paths,
+            note=figure_note, views=("backend_metric_counts",))}
     output = SectionOutput(
         KEY, TITLE,
         "The same experiments behind the wire adapter against other memory systems, each "
         "through its own scoping mechanism, beside the bundled profiles; minimal "
         "reproductions of every leak in backends_repro.md.",
-        tables={t.name: t for t in (table, matrix, classes, known)}, figures=figures,
-        files=[*paths, *figure_paths, repro], notes=notes,
+        tables={t.name: t for t in tables}, figures=figures,
+        files=[*paths, *overview_paths, *figure_paths, repro], notes=notes,
         views=("backend_metric_counts", "backend_matrix_counts", "backend_not_applicable",
                "backend_matrix_paths", "backend_matrix_attribution"), runs=runs)
     return finish(output, context)

@@ -302,7 +302,13 @@ async def delete_rows(ctx: RunContext) -> None:
 
 
 async def _delete(ctx: RunContext, w: Wire, row: RowSpec) -> None:
+    """The row read back by id first (the target's account of it while it lives: a hard
+    delete leaves nothing for the census to list), then deleted with the tenant key."""
     cred = w.creds[f"{row.tenant}.tk"]
+    before = await ctx.client.get(cred, w.memory_ids[row.key])
+    ctx.record("setup", before, step="census", who=row.owner, row_key=row.key)
+    if before.ok and body_field(before.body, "id") == w.memory_ids[row.key]:
+        w.before_delete[row.key] = before.body
     result = await ctx.client.request("DELETE", f"/memories/{w.memory_ids[row.key]}",
                                       cred=cred, params={"tenant_id": cred.tenant_id})
     ctx.record("setup", result, step="delete", who=f"{row.tenant}.tk", row_key=row.key)
@@ -424,7 +430,7 @@ def _census_row(ctx: RunContext, w: Wire, tenant: str, key: str, item: dict[str,
 async def _census_by_id(ctx: RunContext, w: Wire, owner: str, seen: set[str]) -> None:
     """The owner's rows the listing did not show (all of them where a backend has no
     listing), each read back by id with its tenant key: the target's own account of where
-    the row lives. A deleted row stays unseen (no GET returns it)."""
+    the row lives. A deleted row is the one read before its delete (no GET returns it now)."""
     spec = world(ctx).principals[owner]
     cred = w.creds[f"{spec.tenant}.tk"]
     keys = [r.key for r in world(ctx).rows.values() if r.owner == owner
@@ -434,6 +440,11 @@ async def _census_by_id(ctx: RunContext, w: Wire, owner: str, seen: set[str]) ->
         ctx.record("setup", result, step="census", who=owner, row_key=key)
         if result.ok and body_field(result.body, "id") == w.memory_ids[key]:
             _census_row(ctx, w, spec.tenant, key, result.body, "get")
+    # deleted rows no listing showed (a backend's delete is hard): as read before the delete
+    gone = [r.key for r in world(ctx).rows.values() if r.owner == owner
+            and r.key in w.deleted and r.key not in seen and r.key in w.before_delete]
+    for key in gone:
+        _census_row(ctx, w, spec.tenant, key, w.before_delete[key], "get before delete")
 
 
 async def _census_entity(ctx: RunContext, w: Wire, tenant: str, fleet: str | None) -> None:

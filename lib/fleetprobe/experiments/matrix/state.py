@@ -26,6 +26,8 @@ class Wire:
     idempotency: dict[str, str] = field(default_factory=dict)
     entities: dict[tuple[str, str | None], str] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
+    # each doomed row as its GET answered just before the delete (row key -> body)
+    before_delete: dict[str, dict[str, Any]] = field(default_factory=dict)
     bulk_absent: bool = False
     # a backend adapter (docs/backends.md) answers "not supported" where its memory system
     # has no equivalent: per world-building step (entity, bulk, trust, agents, list) and per
