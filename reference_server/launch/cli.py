@@ -32,7 +32,7 @@ from ..governance.auth import AUTH_MODES, hash_key, new_raw_key  # noqa: E402
 from ..governance.profiles import DEFAULT_PROFILE, PROFILES, get_profile  # noqa: E402
 from ..governance.ratelimit import parse_rate  # noqa: E402
 from ..pipeline.embedding import compiled_kernel  # noqa: E402
-from .connections import HEADER_TIMEOUT_S, http_protocol  # noqa: E402
+from .connections import HEADER_TIMEOUT_S, MAX_CONNECTIONS_PER_CLIENT, http_protocol  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -70,11 +70,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--header-timeout", type=float, default=HEADER_TIMEOUT_S,
                    help="close a connection without complete request headers after this many "
                         "seconds (checked every period: closed within 2x)")
+    p.add_argument("--max-connections-per-client", type=int,
+                   default=MAX_CONNECTIONS_PER_CLIENT,
+                   help="close a client address's connections beyond this many open at once")
     p.add_argument("--body-timeout", type=float, default=BODY_STALL_S,
                    help="answer 408 and close when a request body sends nothing this long")
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.max_connections_per_client < 1:
+        p.error("--max-connections-per-client must be at least 1")
+    return args
 
 
 def _db(text: str) -> Path | str:
@@ -128,7 +134,8 @@ def main(argv: list[str] | None = None) -> None:
     uvicorn.run(create_app(state, body_stall_s=args.body_timeout), host=args.host,
                 port=args.port, log_level=args.log_level,
                 access_log=args.log_level in ("info", "debug"), loop=args.loop,
-                http=http_protocol(args.http, args.header_timeout))
+                http=http_protocol(args.http, args.header_timeout,
+                                   args.max_connections_per_client))
 
 
 if __name__ == "__main__":

@@ -123,3 +123,62 @@ def test_a_healthy_keep_alive_client_is_not_cut(server: ReferenceServer) -> None
         assert reply.startswith(b"HTTP/1.1 200"), reply[:100]
         time.sleep(LIMIT_S * 0.6)
     sock.close()
+
+
+CAP = 4
+
+
+def _served(sock: socket.socket) -> bool:
+    """True when a health request on `sock` is answered 200; False when the server closed
+    the connection instead (EOF or reset before a status line)."""
+    sock.settimeout(5)
+    try:
+        sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = b""
+        while b"\r\n" not in got:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return False
+            got += chunk
+    except (ConnectionResetError, BrokenPipeError):
+        return False
+    return b" 200 " in got.split(b"\r\n")[0]
+
+
+def _connect_from(srv: ReferenceServer, source: str) -> socket.socket:
+    host, port = srv.base_url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=10, source_address=(source, 0))
+
+
+def test_a_client_over_its_connection_cap_is_refused_and_others_are_not() -> None:
+    """A client holding `--max-connections-per-client` open connections has the next one
+    closed on arrival; once it lets one go it may open another, and another client is
+    served meanwhile. The capped client speaks from 127.0.0.2 (also loopback), apart from
+    the launcher's own connections from 127.0.0.1."""
+    with ReferenceServer(profile="hardened", extra_args=[
+            *FAST_ARGS, "--max-connections-per-client", str(CAP)]) as srv:
+        held = [_connect_from(srv, "127.0.0.2") for _ in range(CAP)]
+        assert all(_served(s) for s in held)
+        extra = _connect_from(srv, "127.0.0.2")
+        elapsed, got = _closed_after(extra, time.monotonic(), 2.0)
+        assert got == b"" and elapsed < 2.0  # closed before anything was read or sent
+        other = _connect(srv)
+        assert _served(other)
+        held.pop().close()
+        deadline = time.monotonic() + 5
+        while True:  # the server counts the closed one down when it sees the close
+            again = _connect_from(srv, "127.0.0.2")
+            if _served(again):
+                break
+            again.close()
+            assert time.monotonic() < deadline, "a freed slot was never given back"
+            time.sleep(0.1)
+        for sock in [*held, extra, other, again]:
+            sock.close()
+
+
+def test_the_cap_must_be_positive() -> None:
+    from reference_server.launch.cli import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--max-connections-per-client", "0"])
