@@ -90,7 +90,11 @@ def browser_page(tmp_path_factory):
                     "cards": page.locator("#summary ~ .cards .card").count(),
                 }
                 ARTEFACTS.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=str(ARTEFACTS / shot), full_page=True)
+                # the page's top 16,000 px: Chromium cannot capture a taller one at once
+                width, height = page.evaluate(
+                    "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+                page.screenshot(path=str(ARTEFACTS / shot), full_page=True, clip={
+                    "x": 0, "y": 0, "width": width, "height": min(height, 16_000)})
                 page.close()
                 return shown
             yield open_page

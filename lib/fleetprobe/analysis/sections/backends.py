@@ -691,5 +691,6 @@ def build(context: Context) -> SectionOutput:
         tables={t.name: t for t in tables}, figures=figures,
         files=[*paths, *overview_paths, *figure_paths, repro], notes=notes,
         views=("backend_metric_counts", "backend_matrix_counts", "backend_not_applicable",
-               "backend_matrix_paths", "backend_matrix_attribution"), runs=runs)
+               "backend_matrix_paths", "backend_matrix_attribution"), runs=runs,
+        notebook="backends.ipynb")
     return finish(output, context)
