@@ -119,17 +119,25 @@ def mgs_table(results: Results, run_ids: list[str]) -> Table:
                      "with no trials counts as 0."), ("dynamics_mgs_parts",))
 
 
+def view_table(results: Results, run_ids: list[str], view: str, name: str, title: str,
+               note: str, ms_columns: tuple[str, ...] = ()) -> Table:
+    """A table that is its metric view over the runs (times rounded to 0.1 ms)."""
+    frame = results.view(view, run_ids).drop(columns="run_id")
+    frame = frame.round(dict.fromkeys(ms_columns, 1))
+    return Table(name, title, frame, NO_RUNS if frame.empty else note, (view,))
+
+
 def windows_table(results: Results, run_ids: list[str]) -> Table:
-    frame = results.view("dynamics_windows", run_ids).drop(columns="run_id")
-    frame = frame.round({"p50_ms": 1, "p99_ms": 1, "max_ms": 1, "last_stale_ms": 1})
-    return Table("dynamics_windows", "Dynamics: stale-access windows per change and path",
-                 frame, NO_RUNS if frame.empty else (
-                     "One series = one prober's path to one row across one change, counted "
-                     "where the timed policy denies it after the change. p50/p99/max: time "
-                     "from the change's acknowledgement to the first denial, over the series "
-                     "denied (bounded below by the probe rounds' pace); never_denied: series "
-                     "still answered while probed; stale_answers: answers after the change "
-                     "the policy denies that returned the row or wrote."), ("dynamics_windows",))
+    return view_table(
+        results, run_ids, "dynamics_windows", "dynamics_windows",
+        "Dynamics: stale-access windows per change and path",
+        "One series = one prober's path to one row across one change, counted "
+        "where the timed policy denies it after the change. p50/p99/max: time "
+        "from the change's acknowledgement to the first denial, over the series "
+        "denied (bounded below by the probe rounds' pace); never_denied: series "
+        "still answered while probed; stale_answers: answers after the change "
+        "the policy denies that returned the row or wrote.",
+        ("p50_ms", "p99_ms", "max_ms", "last_stale_ms"))
 
 
 def forget_table(results: Results, run_ids: list[str]) -> Table:
@@ -153,15 +161,14 @@ def _reproduction(change: str, path: str, example: str | None) -> str:
 
 
 def inflight_table(results: Results, run_ids: list[str]) -> Table:
-    frame = results.view("dynamics_inflight", run_ids).drop(columns="run_id")
-    return Table("dynamics_inflight", "Dynamics: writes in flight across a revocation",
-                 frame, NO_RUNS if frame.empty else (
-                     "A bulk of planned_items items sent with an agent's own key; once its "
-                     "first row is stored the agent is deleted (inflight_delete) or its key "
-                     "re-issued (inflight_revoke). written_after: rows stored under the agent's "
-                     "id after the change was acknowledged (server created_at); written_count: "
-                     "how many items the server says it wrote before stopping, where it says."),
-                 ("dynamics_inflight",))
+    return view_table(
+        results, run_ids, "dynamics_inflight", "dynamics_inflight",
+        "Dynamics: writes in flight across a revocation",
+        "A bulk of planned_items items sent with an agent's own key; once its "
+        "first row is stored the agent is deleted (inflight_delete) or its key "
+        "re-issued (inflight_revoke). written_after: rows stored under the agent's "
+        "id after the change was acknowledged (server created_at); written_count: "
+        "how many items the server says it wrote before stopping, where it says.")
 
 
 def reuse_table(results: Results, run_ids: list[str]) -> Table:
@@ -177,33 +184,32 @@ def reuse_table(results: Results, run_ids: list[str]) -> Table:
 
 
 def stale_table(results: Results, run_ids: list[str]) -> Table:
-    frame = results.view("dynamics_stale", run_ids).drop(columns="run_id")
-    frame = frame.round({"p50_ms": 1, "p99_ms": 1, "max_ms": 1, "marked_ms": 1})
-    return Table("dynamics_stale", "Dynamics: stale answers after supersession and lifecycle",
-                 frame, NO_RUNS if frame.empty else (
-                     "A row superseded by a later write (RDF: same subject and single-valued "
-                     "predicate, another object; semantic: a sentence denying it) or past its "
-                     "ts_valid_end (MemClaw's lifecycle job archive-expired outdates it). "
-                     "The policy still allows reading it; search, recall and a recall summary "
-                     "promise to hide it. One series = one prober's path across one change; "
-                     "p50/p99/max: time from the change (the later write's 201, or "
-                     "ts_valid_end) to the first answer without the row; never_current: "
-                     "series served stale as long as probed; target_marked / marked_ms: "
-                     "whether and when the target itself marked the row (outdated, conflicted; "
-                     "empty: not watched). Not part of MGS: a stale answer is not a leak."),
-                 ("dynamics_stale",))
+    return view_table(
+        results, run_ids, "dynamics_stale", "dynamics_stale",
+        "Dynamics: stale answers after supersession and lifecycle",
+        "A row superseded by a later write (RDF: same subject and single-valued "
+        "predicate, another object; semantic: a sentence denying it) or past its "
+        "ts_valid_end (MemClaw's lifecycle job archive-expired outdates it). "
+        "The policy still allows reading it; search, recall and a recall summary "
+        "promise to hide it. One series = one prober's path across one change; "
+        "p50/p99/max: time from the change (the later write's 201, or "
+        "ts_valid_end) to the first answer without the row; never_current: "
+        "series served stale as long as probed; target_marked / marked_ms: "
+        "whether and when the target itself marked the row (outdated, conflicted; "
+        "empty: not watched). Not part of MGS: a stale answer is not a leak.",
+        ("p50_ms", "p99_ms", "max_ms", "marked_ms"))
 
 
 def inflight_reads_table(results: Results, run_ids: list[str]) -> Table:
-    frame = results.view("dynamics_inflight_reads", run_ids).drop(columns="run_id")
-    return Table("dynamics_inflight_reads", "Dynamics: reads in flight across a change",
-                 frame, NO_RUNS if frame.empty else (
-                     "A search or recall of the change's own probes sent just before the "
-                     "change was requested. straddled: answered after the change was "
-                     "acknowledged; returned_after_denied: of those, answers that returned the "
-                     "row although the world after the change denies it (the timed policy "
-                     "judges them may: the server may have read before the change); leaks: "
-                     "answers the policy denies either way."), ("dynamics_inflight_reads",))
+    return view_table(
+        results, run_ids, "dynamics_inflight_reads", "dynamics_inflight_reads",
+        "Dynamics: reads in flight across a change",
+        "A search or recall of the change's own probes sent just before the "
+        "change was requested. straddled: answered after the change was "
+        "acknowledged; returned_after_denied: of those, answers that returned the "
+        "row although the world after the change denies it (the timed policy "
+        "judges them may: the server may have read before the change); leaks: "
+        "answers the policy denies either way.")
 
 
 def timeline_figure(results: Results, run_id: str, label: str, out_dir: Path,
