@@ -188,13 +188,16 @@ def save_png(fig, path: Path) -> None:
     which keeps the executed report notebook (figures embedded) small. No `optimize`: it
     made the save ten times slower (0.18 s a figure) for files 7 % smaller. The figure is
     rendered to raw RGBA pixels, not to a PNG decoded again: the same pixels, without
-    compressing and decompressing a full-colour image (0.1 s a figure)."""
+    compressing and decompressing a full-colour image (0.1 s a figure). The palette is
+    chosen by octree, not median cut: five times faster (0.02 s against 0.1 s a figure, 0.6
+    s against 0.14 s for the matrix heatmap) and the files come out smaller."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="rgba", dpi=DPI)
     renderer = fig.canvas.renderer  # the one that drew those pixels, at DPI
     size = (int(renderer.width), int(renderer.height))
     image = Image.frombuffer("RGBA", size, buffer.getbuffer(), "raw", "RGBA", 0, 1)
-    image.convert("RGB").quantize(colors=256).save(path, format="PNG")
+    image.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(
+        path, format="PNG")
 
 
 def none_note(experiment: str, what: str) -> str:

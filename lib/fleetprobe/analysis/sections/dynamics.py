@@ -10,6 +10,7 @@ Written to reports/tables/dynamics_*.{csv,md,tex} and reports/figures/dynamics_t
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -226,27 +227,18 @@ def timeline_figure(results: Results, run_id: str, label: str, out_dir: Path,
         "allowed, returned" if r else "withheld or refused"
         for v, r in zip(frame.verdict, frame.returned, strict=True)])
     with style():
-        fig, ax = plt.subplots(figsize=(9, 0.45 * len(changes) + 2))
+        fig, ax = _timeline_axes()
         offsets = {f: (i - 2) * 0.13 for i, f in enumerate(FAMILY_MARKERS)}
         for (family, outcome), group in frame.groupby(["family", "outcome"]):
             y = [changes.index(c) + offsets.get(family, 0) for c in group.change]
             ax.scatter(group.since_change_ms.clip(lower=-5000), y, s=14, alpha=0.7,
                        marker=FAMILY_MARKERS.get(family, "o"),
                        color=OUTCOME_COLOURS[outcome], linewidths=0)
-        ax.axvline(0, color="black", linewidth=1)
         ax.set_xscale("symlog", linthresh=10)
         # plain tick labels: the default 10^n ones are mathtext, parsed anew per figure and
         # format (a quarter of this section's report time)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_yticks(range(len(changes)), changes)
-        ax.invert_yaxis()
-        ax.set_xlabel("ms since the change was acknowledged (symlog; the black line: the change)")
-        handles = [plt.Line2D([], [], marker="o", linestyle="", color=c, label=o)
-                   for o, c in OUTCOME_COLOURS.items()]
-        handles += [plt.Line2D([], [], marker=m, linestyle="", color="0.3", label=f)
-                    for f, m in FAMILY_MARKERS.items()]
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-        fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+        fig.subplots_adjust(**timeline_margins())
         caption = (f"{label}: {len(frame)} judged answers of run {run_id}, each at its answer "
                    "time relative to its change's acknowledgement; red = the timed policy "
                    "denies what the answer returned; orange = a search-like path served a "
@@ -260,6 +252,39 @@ def timeline_figure(results: Results, run_id: str, label: str, out_dir: Path,
                         f"run's plan): {', '.join(empty)}.")
         return save(fig, out_dir, name, f"Dynamics timeline: {label}", caption,
                     ("dynamics_timeline",))
+
+
+def _timeline_axes() -> tuple[plt.Figure, plt.Axes]:
+    """A timeline's figure and axes with everything but the answers: a row per change, the
+    change line at 0, the axis label and the legend (the same on every target's figure)."""
+    changes = list(CHANGE_ORDER)
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(changes) + 2))
+    ax.axvline(0, color="black", linewidth=1)
+    ax.set_yticks(range(len(changes)), changes)
+    ax.set_ylim(len(changes) - 0.5, -0.5)  # the first change on top
+    ax.set_xlabel("ms since the change was acknowledged (symlog; the black line: the change)")
+    handles = [plt.Line2D([], [], marker="o", linestyle="", color=c, label=o)
+               for o, c in OUTCOME_COLOURS.items()]
+    handles += [plt.Line2D([], [], marker=m, linestyle="", color="0.3", label=f)
+                for f, m in FAMILY_MARKERS.items()]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    return fig, ax
+
+
+@functools.cache
+def timeline_margins() -> dict[str, float]:
+    """The timelines' subplot margins, from one tight layout of an empty timeline: every
+    target's figure has the same row labels, axis label and legend, so laying each one out
+    again (a dry draw apiece) would give the same margins for the CPU of a third figure."""
+    with style():
+        fig, ax = _timeline_axes()
+        ax.set_xscale("symlog", linthresh=10)
+        ax.set_xlim(-5000, 100000)
+        fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+        params = fig.subplotpars
+        margins = {k: getattr(params, k) for k in ("left", "right", "top", "bottom")}
+        plt.close(fig)
+    return margins
 
 
 def markdown_section(tables: list[Table]) -> str:
