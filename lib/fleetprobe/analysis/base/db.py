@@ -157,38 +157,49 @@ def load_into(con: duckdb.DuckDBPyConnection, traces_root: Path,
     for d, m in zip(dirs, manifests, strict=True):
         if d in chosen:
             by_experiment.setdefault(m.get("experiment"), []).append(events_file(d))
-    _load_events(con, by_experiment)
+    groups = _event_tables(con, by_experiment)
     _load_runs(con, manifests)
-    con.execute(METRICS_SQL.read_text())
+    # The metric views are bound (a good half second: each expands the wide `events` union)
+    # while other threads parse the traces into the tables they read, created empty above.
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        # largest first: DuckDB parses the files of one read_json in one thread, and the
+        # matrix's alone take as long as all the others
+        largest = sorted(groups, key=lambda t: -sum(Path(f).stat().st_size
+                                                    for f in groups[t][1]))
+        parsed = [pool.submit(_read_events, con.cursor(), table, *groups[table])
+                  for table in largest]
+        con.execute(METRICS_SQL.read_text())
+        for future in parsed:
+            future.result()
+    for table in groups:  # in table order: the same bytes however the threads ran
+        _drop_unreadable(con, table)
     return con
 
 
-def _load_events(con: duckdb.DuckDBPyConnection,
-                 files: dict[str | None, list[Path]]) -> None:
+def _event_tables(con: duckdb.DuckDBPyConnection,
+                  files: dict[str | None, list[Path]]) -> dict[str, tuple[str | None, list[str]]]:
     """`events`: a view over one table per experiment, each holding only the fields that
     experiment's events carry (EVENTS.md: the common ones and its own); the view gives every
     field, in one order, NULL where an experiment has none. Parsing and storing a field costs
     per line whether or not the line has it: the matrix's 300k lines with its 41 fields
-    instead of all 173 take half the CPU."""
-    columns = ", ".join(f'"{name}" {kind}' for name, kind in event_columns().items())
-    # no rows: fixes the view's column order and types
-    con.execute(f"CREATE TABLE events_schema ({columns}, run_dir VARCHAR)")
+    instead of all 173 take half the CPU. The tables are created empty: {table: (experiment,
+    its events files)} says what each is to hold (`_read_events`)."""
+    con.execute(f"CREATE TABLE events_schema ({_column_list(event_columns())})")
     con.execute("CREATE TABLE unreadable_lines (run_dir VARCHAR, lines BIGINT)")
     groups = {f"events_{i}": (experiment, readable) for i, (experiment, readable) in enumerate(
         ((e, [str(f) for f in g if f.is_file() and f.stat().st_size > 0])
          for e, g in files.items()), start=1) if readable}
-    # one experiment's files a thread, each on a cursor of its own, largest first: DuckDB
-    # parses the files of one read_json in one thread, and the matrix's alone take as long
-    # as all the others
-    largest = sorted(groups, key=lambda t: -sum(Path(f).stat().st_size for f in groups[t][1]))
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        list(pool.map(lambda table: _read_events(con.cursor(), table, *groups[table]),
-                      largest))
-    for table in groups:  # in table order: the same bytes however the threads ran
-        _drop_unreadable(con, table)
+    for table, (experiment, _) in groups.items():
+        con.execute(f"CREATE TABLE {table} ({_column_list(event_columns(experiment))})")
     parts = ["events_schema", *groups]
     con.execute("CREATE VIEW events AS " + " UNION ALL BY NAME ".join(
         f"SELECT * FROM {t}" for t in parts))
+    return groups
+
+
+def _column_list(columns: dict[str, str]) -> str:
+    """A table's columns: the events' fields, then the run directory they were read from."""
+    return ", ".join(f'"{name}" {kind}' for name, kind in columns.items()) + ", run_dir VARCHAR"
 
 
 def _read_events(con: duckdb.DuckDBPyConnection, table: str, experiment: str | None,
@@ -196,7 +207,7 @@ def _read_events(con: duckdb.DuckDBPyConnection, table: str, experiment: str | N
     try:
         con.execute(
             f"""
-            CREATE TABLE {table} AS
+            INSERT INTO {table}
             SELECT * EXCLUDE (filename),
                    regexp_extract(replace(filename, '\\', '/'),
                                   '([^/]+)/events\\.jsonl(\\.gz)?$', 1) AS run_dir
