@@ -291,7 +291,7 @@ def markdown_section(tables: list[Table]) -> str:
     parts = [f"## {TITLE}"]
     for table in tables:
         body = f"_{table.note}_" if table.empty else (
-            table.frame.to_markdown(index=False) + f"\n\n{table.note}")
+            table.markdown + f"\n\n{table.note}")
         parts.append(f"### {table.title}\n\n{body}")
     return "\n\n".join(parts) + "\n"
 

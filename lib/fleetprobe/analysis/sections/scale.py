@@ -185,7 +185,7 @@ def recall_figure(frame: pd.DataFrame, out_dir: Path) -> FigureOutput | None:
 def markdown_section(table: Table) -> str:
     """The Scale table as a section of REPRODUCTION.md."""
     body = f"_{table.note}_" if table.empty else (
-        table.frame.to_markdown(index=False) + f"\n\n{table.note}")
+        table.markdown + f"\n\n{table.note}")
     return f"## {table.title}\n\n{body}"
 
 

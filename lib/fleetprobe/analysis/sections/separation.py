@@ -25,6 +25,7 @@ import pandas as pd  # noqa: E402
 from fleetprobe.analysis.base.html import figure_file, table_file  # noqa: E402
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
 from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate  # noqa: E402
+from fleetprobe.analysis.base.tables import latex  # noqa: E402
 
 KEY, TITLE = "separation", "Separation"
 EXPERIMENTS = ("separation",)
@@ -274,8 +275,7 @@ def write_table(section: SeparationSection, out_dir: Path) -> list[Path]:
             index=False, headers=["measure", *section.table.target])
         md_path.write_text(f"## {title}\n\nRates k/n = value [95% Wilson CI].\n\n{body}\n\n"
                            f"{section.caption}\n\n{statements}\n")
-        tex_path.write_text(section.table.to_latex(index=False, escape=True, caption=title,
-                                                   label="tab:separation"))
+        tex_path.write_text(latex(section.table, title, "tab:separation"))
     return [csv_path, md_path, tex_path]
 
 
