@@ -203,7 +203,7 @@ def fig2_leakage_envelope(results: Results, out_dir: Path) -> FigureOutput:
     legend_ax = axd["legend"]
     legend_ax.axis("off")
     legend_ax.add_artist(legend_ax.legend(handles, labels, title="profile (panels a, b)",
-                                          loc="upper left", frameon=False,
+                                          loc="upper left", frameon=False, fontsize=8,
                                           ncol=2 if len(labels) > 6 else 1))
     if variants.empty:
         axd["c"].axis("off")
@@ -217,7 +217,7 @@ def fig2_leakage_envelope(results: Results, out_dir: Path) -> FigureOutput:
         handles, labels = ax.get_legend_handles_labels()
         ax.get_legend().remove()
         legend_ax.legend(handles, labels, title="secret write x probe search (panel c)",
-                         loc="lower left", frameon=False)
+                         loc="lower left", frameon=False, fontsize=8)
     for key in ("a", "b", "c"):
         axd[key].tick_params(axis="x", labelsize=10)
     counts = frame.drop_duplicates(["axis", "signal"]).set_index(["axis", "signal"]).n
