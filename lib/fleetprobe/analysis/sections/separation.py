@@ -22,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from fleetprobe.analysis.base.figures import save, style  # noqa: E402
 from fleetprobe.analysis.base.html import figure_file, table_file  # noqa: E402
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
 from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate  # noqa: E402
@@ -171,50 +172,36 @@ def summary_table(con, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def draw_figure(frame: pd.DataFrame, out_dir: Path) -> tuple[list[Path], str]:
+    """Bars per target within each top_k group, with Wilson whiskers; a zero bar says 0."""
     targets = sorted(frame.target.unique())
     ks = sorted(frame.top_k.unique())
     width = 0.8 / max(len(targets), 1)
-    fig, ax = plt.subplots(figsize=(max(5.5, 1.6 * len(ks) * max(1, len(targets)) / 2), 4.2))
-    for i, target in enumerate(targets):
-        rows = frame[frame.target == target].set_index("top_k").reindex(ks)
-        xs = [j + (i - (len(targets) - 1) / 2) * width for j in range(len(ks))]
-        err = [(rows.rate - rows.low).fillna(0).tolist(), (rows.high - rows.rate).fillna(0)
-               .tolist()]
-        ax.bar(xs, rows.rate.fillna(0), width=width * 0.95, yerr=err, capsize=3, label=target)
-        for x, value in zip(xs, rows.rate, strict=True):
-            if value == 0:  # a zero bar has no height: say so
-                ax.text(x, 0.015, "0", ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(ks)), [str(k) for k in ks])
-    ax.set(xlabel="top_k (records requested per query)",
-           ylabel="contaminated queries (fraction, 95% Wilson CI)", ylim=(0, 1.05),
-           title="Separation: queries whose answer held a restricted record")
-    ax.legend(title="target", fontsize="small")
-    ns = "; ".join(f"{t}: n = {', '.join(str(int(n)) for n in frame[frame.target == t].n)}"
-                   for t in targets)
-    caption = ("Share of Vera's and Lex's recall and search queries about an account whose "
-               "answer held at least one record from a partition outside the agent's "
-               f"authorised set, per top_k. Queries per bar (top_k ascending): {ns}.")
-    fig.text(0.01, 0.01, "\n".join(_wrap(caption, 110)), fontsize=6.5, va="bottom")
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("png", "pdf"):
-        path = out_dir / f"{FIGURE}.{ext}"
-        fig.savefig(path, dpi=150, metadata={"CreationDate": None} if ext == "pdf" else None)
-        paths.append(path)
-    plt.close(fig)
-    return paths, caption
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    lines, line = [], ""
-    for word in text.split():
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}".strip()
-    return [*lines, line] if line else lines
+    with style():
+        fig, ax = plt.subplots(figsize=(9, 5), layout="constrained")
+        for i, target in enumerate(targets):
+            rows = frame[frame.target == target].set_index("top_k").reindex(ks)
+            xs = [j + (i - (len(targets) - 1) / 2) * width for j in range(len(ks))]
+            err = [(rows.rate - rows.low).fillna(0).tolist(),
+                   (rows.high - rows.rate).fillna(0).tolist()]
+            ax.bar(xs, rows.rate.fillna(0), width=width * 0.95, yerr=err, capsize=2,
+                   label=target)
+            for x, value in zip(xs, rows.rate, strict=True):
+                if value == 0:  # a zero bar has no height: say so
+                    ax.text(x, 0.015, "0", ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(ks)), [str(k) for k in ks])
+        ax.set(xlabel="top_k (records requested per query)",
+               ylabel="contaminated queries (fraction, 95% Wilson CI)", ylim=(0, 1.05))
+        ax.legend(title="target", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+        ns = "; ".join(f"{t}: n = {', '.join(str(int(n)) for n in frame[frame.target == t].n)}"
+                       for t in targets)
+        caption = ("Share of Vera's and Lex's recall and search queries about an account whose "
+                   "answer held at least one record from a partition outside the agent's "
+                   f"authorised set, per top_k. Queries per bar (top_k ascending): {ns}.")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        figure = save(fig, out_dir, FIGURE,
+                      "Separation: queries whose answer held a restricted record", caption,
+                      ("separation_contamination",))
+    return figure.paths, caption
 
 
 def build(context: Context) -> SectionOutput:
