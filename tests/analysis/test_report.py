@@ -28,7 +28,7 @@ def test_every_table_is_written_in_three_formats(built):
     assert "117/120 = 0.975 [0.929, 0.991]" in table2
 
 
-def test_every_figure_is_drawn_as_png_and_pdf(built):
+def test_every_paper_figure_is_drawn_as_png_and_pdf(built):
     for name in FIGURES:
         output = built["figures"][name]
         assert output.note == ""

@@ -37,7 +37,12 @@ from PIL import Image  # noqa: E402
 from fleetprobe.analysis.base.results import PROFILES, Results  # noqa: E402
 
 PAPER_STATE = "memclaw-2026-05-30"
+# The paper's figures are saved as PNG (the page and the notebooks show it) and PDF (vector,
+# for a manuscript); the kit's own instrument figures as PNG only: nothing reads a PDF of
+# them, and a PDF costs as long to draw again. A vector copy of any figure is one
+# `fig.savefig("name.pdf")` away in its section's notebook.
 FORMATS = ("png", "pdf")
+PNG_ONLY = ("png",)
 DPI = 150
 # A distribution whose maximum is beyond this many times its p99 is drawn up to the p99 bin
 # edge, and the caption says how many values lie beyond (and the largest).
@@ -161,12 +166,12 @@ def percentile_marks(ax, marks: dict[str, float] | None, keys: tuple[str, ...],
 
 
 def save(fig, out_dir: Path, name: str, title: str, caption: str,
-          views: tuple[str, ...] = ()) -> FigureOutput:
+          views: tuple[str, ...] = (), formats: tuple[str, ...] = FORMATS) -> FigureOutput:
     fig.suptitle(title, fontweight="bold")
     width_chars = int(fig.get_figwidth() * 15)
     fig.supxlabel("\n".join(textwrap.wrap(caption, width_chars)), x=0.01, ha="left",
                   fontsize=8, color="0.25")
-    paths = [Path(out_dir) / f"{name}.{ext}" for ext in FORMATS]
+    paths = [Path(out_dir) / f"{name}.{ext}" for ext in formats]
     for i, path in enumerate(paths):
         if i == 1 and fig.get_layout_engine() is not None:
             # laid out once: the second file keeps the first one's layout instead of running

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from fleetprobe.analysis.base.figures import FigureOutput, save, style  # noqa: E402
+from fleetprobe.analysis.base.figures import PNG_ONLY, FigureOutput, save, style  # noqa: E402
 from fleetprobe.analysis.base.results import Results  # noqa: E402
 from fleetprobe.analysis.base.section import (  # noqa: E402
     REPRODUCTION,
@@ -251,7 +251,7 @@ def timeline_figure(results: Results, run_id: str, label: str, out_dir: Path,
             caption += (f" Empty rows, no judged answer (n/a on this target, or not in the "
                         f"run's plan): {', '.join(empty)}.")
         return save(fig, out_dir, name, f"Dynamics timeline: {label}", caption,
-                    ("dynamics_timeline",))
+                    ("dynamics_timeline",), formats=PNG_ONLY)
 
 
 def _timeline_axes() -> tuple[plt.Figure, plt.Axes]:

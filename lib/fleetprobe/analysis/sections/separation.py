@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fleetprobe.analysis.base.figures import save, style  # noqa: E402
+from fleetprobe.analysis.base.figures import PNG_ONLY, save, style  # noqa: E402
 from fleetprobe.analysis.base.html import figure_file, table_file  # noqa: E402
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
 from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate  # noqa: E402
@@ -200,7 +200,7 @@ def draw_figure(frame: pd.DataFrame, out_dir: Path) -> tuple[list[Path], str]:
         out_dir.mkdir(parents=True, exist_ok=True)
         figure = save(fig, out_dir, FIGURE,
                       "Separation: queries whose answer held a restricted record", caption,
-                      ("separation_contamination",))
+                      ("separation_contamination",), formats=PNG_ONLY)
     return figure.paths, caption
 
 
