@@ -502,15 +502,16 @@ def overview_figure(judged: pd.DataFrame, out_dir: Path) -> tuple[list[Path], st
         for i, t in enumerate(targets):
             for j, f in enumerate(families):
                 k, n = grid.get((t, side, f), (0, 0))
-                ax.text(j, i, f"{k}/{n}" if n else "-", ha="center", va="center", fontsize=6,
-                        color="white" if n and k / n > 0.6 else "black")
+                if n:  # a cell without probes is grey, and says so in the title
+                    ax.text(j, i, f"{k}/{n}", ha="center", va="center", fontsize=6,
+                            color="white" if k / n > 0.6 else "black")
         ax.set_xticks(range(len(families)))
         ax.set_xticklabels(families, rotation=30, ha="right", fontsize=7)
         ax.set_title(f"{side}", fontsize=9)
     axes[0].set_yticks(range(len(targets)))
     axes[0].set_yticklabels(labels, fontsize=7)
     fig.suptitle("Governance-matrix gaps (returned or changed what the policy denies): "
-                 "k/n per path family, darker = more", fontsize=9)
+                 "k/n per path family, darker = more, grey = not run", fontsize=9)
     _fit_margins(fig, labels, families, rotation=30, size=7)
     return [_save_png(fig, out_dir, "backends_overview", dpi=150)], ""
 
@@ -610,6 +611,12 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _texts(frame: pd.DataFrame, columns: list[str]) -> list[list[str | None]]:
+    """Columns of trace fields as lists of `_str` values, converted column-wise (iterating a
+    pandas string column element by element costs more than the rules run on it)."""
+    return [[_str(v) for v in frame[c].to_numpy(dtype=object)] for c in columns]
+
+
 def _matrix_probes(results: Results, run_ids: list[str]) -> pd.DataFrame:
     """Every judged matrix probe of these runs with what attribution needs (metrics.sql's
     backend_matrix_attribution), read for these runs only: the bundled profiles' matrix runs
@@ -637,11 +644,12 @@ def attribution_tables(results: Results, traces_root: Path | None,
     probes["label"] = probes.run_id.map(label_of)
     gaps = probes[probes.verdict == "gap"].copy()
     classify = functools.cache(classify_gap)  # a few hundred distinct gaps in thousands
-    gaps["class"] = [classify(path, _str(fleets), _str(row_fleet), _str(visibility),
-                              bool(crossing), _str(principal), _str(home))
+    gaps["class"] = [classify(path, fleets, row_fleet, visibility, bool(crossing), principal,
+                              home)
                      for path, fleets, row_fleet, visibility, crossing, principal, home in zip(
-                         gaps.path, gaps.fleets, gaps.row_fleet, gaps.visibility,
-                         gaps.cross_tenant, gaps.principal, gaps.home, strict=True)]
+                         *_texts(gaps, ["path", "fleets", "row_fleet", "visibility"]),
+                         gaps.cross_tenant.tolist(), *_texts(gaps, ["principal", "home"]),
+                         strict=True)]
     counts = gaps.pivot_table(index="class", columns="label", values="probe_id",
                               aggfunc="count", fill_value=0)
     counts = counts.reindex([c for c in GAP_CLASSES if c in counts.index])
@@ -674,8 +682,8 @@ def known_bugs_table(probes: pd.DataFrame, runs: pd.DataFrame,
     """k/n per known public bug and version: the probes the bug could answer, and those that
     returned or changed the row."""
     sibling_of = functools.cache(prefix_sibling)  # a few hundred distinct triples
-    is_sibling = pd.Series([sibling_of(_str(f), _str(r), _str(h)) for f, r, h in zip(
-        probes.fleets, probes.row_fleet, probes.home, strict=True)], index=probes.index,
+    is_sibling = pd.Series([sibling_of(f, r, h) for f, r, h in zip(
+        *_texts(probes, ["fleets", "row_fleet", "home"]), strict=True)], index=probes.index,
         dtype=bool) & probes.path.str.startswith(READ_PREFIXES)
     is_by_id = probes.path.isin(BY_ID_PATHS) & (probes.expected == "deny")
     bugs = []
