@@ -409,7 +409,7 @@ LEFT, RIGHT, TOP, BOTTOM = 1.35, 0.75, 0.55, 0.15
 PANEL_TOP, PANEL_BOTTOM, PANEL_GAP = 0.22, 1.0, 0.15
 HEATMAP_DPI = 130
 LABEL_SIZE = 5
-# PNG only: the cells are an image in any format, and a PDF of the 28 panels took as long to
+# PNG only: the cells are an image in any format, and a PDF of the panels took as long to
 # draw as the PNG; a PDF an older build left is removed, so no page links a stale one
 HEATMAP_FILE = "matrix_heatmap.png"
 STALE = ("matrix_heatmap.pdf",)
@@ -446,6 +446,7 @@ def label_strip(labels: list[str], width: float, height: float, vertical: bool) 
 
 
 def _pixels(fig: Figure) -> Image.Image:
+    """The figure drawn by Agg, as an RGBA image over the canvas's buffer (read-only)."""
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     return Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw",
@@ -505,7 +506,7 @@ def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
                  y=1 - 0.15 / height, va="top")
     strips = {"paths": label_strip(paths, panel_w, PANEL_BOTTOM, vertical=True),
               "whos": label_strip(whos, LEFT, panel_h, vertical=False)}
-    image = _pixels(fig).copy()
+    image = _pixels(fig).copy()  # a copy to paste into
     for kind, left, top in pastes:  # pixel boxes from the top left, as PIL counts
         image.alpha_composite(strips[kind], (round(left * HEATMAP_DPI),
                                              round(top * HEATMAP_DPI)))
