@@ -270,8 +270,9 @@ def reproductions(results: Results) -> str:
 
 
 # Per run and leak axis, the first leaking probe (an agent key's first, then the documented
-# fleet_ids variant's, then in trace order) and the write of the row it returned; search:
-# the key-level probes, get: tenant-key probes and the agent-key probes and re-probes.
+# fleet_ids variant's, then in trace order) and the first write of the row it returned;
+# search: the probe phase's search probes; get: the GET probes (axis get, or none) of the
+# probe, agent_probe and reprobe phases.
 FIRST_LEAKS = """
 WITH leaks AS (
     SELECT run_id, op, status, prober_agent, prober_fleet, secret_id, relation, credential,
