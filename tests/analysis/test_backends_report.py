@@ -71,6 +71,7 @@ def test_report_with_backend_runs_writes_table_figure_and_reproduction(tmp_path:
     assert (tmp_path / "out" / "figures" / "backends_leakage.png").is_file()
     repro = (tmp_path / "out" / "backends_repro.md").read_text()
     assert "## mem0: search" in repro and "## mem0: get" in repro
+    assert "1. `POST /api/v1/memories` as `a0` (fleet `f1`), a fleet-scoped row." in repro
     assert "strands-agents/tools#596" in repro
 
 
@@ -127,6 +128,34 @@ def test_rates_side_by_side_and_causes_checked(tmp_path: Path) -> None:
         frame = classes.frame.set_index("cause")
         assert frame.loc["all gaps", "backend-mem0[idiomatic]"] == 4
         paths, _ = backends.overview_figure(judged, tmp_path / "figures")
-        assert [p.suffix for p in paths] == [".png", ".pdf"] and paths[0].stat().st_size
+        assert [p.suffix for p in paths] == [".png"] and paths[0].stat().st_size
     finally:
         results.con.close()
+
+
+def test_overview_is_one_png_whose_labels_fit_and_no_stale_pdf(tmp_path: Path) -> None:
+    """The overview's margins are fit to its labels without a layout pass: the longest
+    target label must not run off the left edge (nor a path family off the bottom)."""
+    import numpy as np
+    from PIL import Image
+
+    from fleetprobe.analysis.sections import backends
+
+    _matrix_run(tmp_path, "r-idiomatic", "idiomatic", {"get": 3, "search_fleet": 1})
+    results = Results.load(tmp_path, experiments=("matrix",))
+    try:
+        judged = backends.judged_probes(results, tmp_path)
+    finally:
+        results.con.close()
+    judged["store"] = "a store name long enough to need a wide margin on the left"
+    out = tmp_path / "figures"
+    out.mkdir()
+    (out / "backends_overview.pdf").write_bytes(b"%PDF stale")  # an older build's
+    paths, note = backends.overview_figure(judged, out)
+    assert note == "" and paths == [out / "backends_overview.png"]
+    assert sorted(p.name for p in out.iterdir()) == ["backends_overview.png"]
+    pixels = np.asarray(Image.open(paths[0]).convert("L"))
+    edges = {"left": pixels[:, :3], "bottom": pixels[-3:, :], "right": pixels[:, -3:]}
+    assert {side: int(edge.min()) for side, edge in edges.items()} == {
+        "left": 255, "bottom": 255, "right": 255}
+    assert pixels[:, :200].min() < 100  # the labels are drawn, near the left edge

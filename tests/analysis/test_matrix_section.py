@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -120,3 +121,59 @@ def test_every_new_path_has_a_reproduction_and_a_mechanism(path):
 
 def test_every_policy_path_is_reproducible_and_explained():
     assert set(PATHS) <= set(matrix.REPRODUCTION) and set(PATHS) <= set(matrix.MECHANISM)
+
+
+def _cells(targets: dict[str, dict[tuple[str, str], tuple[int, int, int]]]) -> pd.DataFrame:
+    """matrix_cells rows: {target: {(principal, path): (n, gaps, misses)}}."""
+    return pd.DataFrame([{"target": t, "principal": who, "path": path, "n": n, "gaps": g,
+                          "misses": m}
+                         for t, cells in targets.items()
+                         for (who, path), (n, g, m) in cells.items()])
+
+
+def test_heatmap_grids_are_gap_shares_with_nan_where_nothing_was_judged():
+    cells = _cells({"hardened": {("t1 own", "get"): (4, 1, 0), ("t1 own", "list"): (0, 0, 2)},
+                    "naive": {("t1 own", "get"): (2, 1, 0), ("t1 own", "list"): (3, 3, 1)}})
+    share, missed = matrix.heatmap_grids(cells, ["hardened", "naive"], ["t1 own", "t2 own"],
+                                         ["get", "list"])
+    assert share.shape == missed.shape == (2, 2, 2)
+    assert share[0, 0].tolist() == [0.25, pytest.approx(float("nan"), nan_ok=True)]
+    assert share[1, 0].tolist() == [0.5, 1.0]
+    assert pd.isna(share[:, 1]).all()  # t2 own: never probed
+    assert missed[:, 0].tolist() == [[False, True], [False, True]]
+
+
+def test_heatmap_is_one_png_with_every_panel_labelled_and_no_stale_pdf(tmp_path):
+    from PIL import Image
+
+    targets = [f"target-{i}" for i in range(4)]  # two panel rows, the second half empty
+    whos, paths = list(matrix.PRINCIPALS[:3]), list(matrix.PATH_ORDER[:5])
+    cells = _cells({t: {(w, p): (2, i % 3, 0) for w in whos for p in paths}
+                    for i, t in enumerate(targets)})
+    out = tmp_path / "figures"
+    out.mkdir()
+    (out / "matrix_heatmap.pdf").write_bytes(b"%PDF stale")  # an older build's
+    assert matrix.heatmap(cells, out) == [out / "matrix_heatmap.png"]
+    assert sorted(p.name for p in out.iterdir()) == ["matrix_heatmap.png"]
+    image = Image.open(out / "matrix_heatmap.png").convert("L")
+    dpi = matrix.HEATMAP_DPI
+    panel_w, panel_h = matrix.CELL_W * len(paths), matrix.CELL_H * len(whos)
+    width = matrix.LEFT + 3 * panel_w + 2 * matrix.PANEL_GAP + matrix.RIGHT
+    assert image.width == round(width * dpi)
+
+    def inked(left: float, top: float, right: float, bottom: float) -> bool:
+        box = tuple(round(v * dpi) for v in (left, top, right, bottom))
+        return int(np.asarray(image.crop(box)).min()) < 100  # dark text pixels
+
+    for i in range(4):  # path labels under every panel, principal labels left of each row
+        row, col = divmod(i, 3)
+        x0 = matrix.LEFT + col * (panel_w + matrix.PANEL_GAP)
+        top = matrix.TOP + row * (matrix.PANEL_TOP + panel_h + matrix.PANEL_BOTTOM) \
+            + matrix.PANEL_TOP
+        assert inked(x0, top + panel_h + 0.02, x0 + panel_w, top + panel_h + 0.5), i
+        if col == 0:
+            assert inked(0.1, top, matrix.LEFT - 0.02, top + panel_h), i
+    # no labels where no panel is (the second row's empty slots)
+    x_empty = matrix.LEFT + 1 * (panel_w + matrix.PANEL_GAP)
+    top = matrix.TOP + matrix.PANEL_TOP + panel_h + matrix.PANEL_BOTTOM + matrix.PANEL_TOP
+    assert not inked(x_empty, top + panel_h + 0.02, x_empty + 2 * panel_w, top + panel_h + 0.5)

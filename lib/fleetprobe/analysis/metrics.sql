@@ -659,53 +659,59 @@ FROM per_metric m JOIN runs r USING (run_id);
 -- ---------------------------------------------------------------------------------------
 
 CREATE VIEW backend_metric_counts AS
-WITH outcomes AS (
+WITH ev AS MATERIALIZED (
+    -- the four experiments' events, read once for the twelve metrics below
+    SELECT run_id, experiment, phase, axis, expected, credential, variant_write,
+           variant_search, reader_relation, leak, miss, visible, flipped, complete, accurate,
+           detected, stale, not_applicable
+    FROM events WHERE experiment IN ('leakage', 'propagation', 'provenance', 'contradiction')
+), outcomes AS (
     -- search: the documented variant only (secrets with fleet_id, probes with fleet_ids),
     -- the one every target runs, as in Table 2
     SELECT run_id, 'leakage_search_leak' AS metric, leak AS outcome, not_applicable
-    FROM events WHERE experiment = 'leakage' AND phase = 'probe' AND axis = 'search'
+    FROM ev WHERE experiment = 'leakage' AND phase = 'probe' AND axis = 'search'
                   AND expected = 'deny' AND coalesce(variant_write, 'fleet_id') = 'fleet_id'
                   AND coalesce(variant_search, 'fleet_ids') = 'fleet_ids'
     UNION ALL
     SELECT run_id, 'leakage_search_miss', miss, not_applicable
-    FROM events WHERE experiment = 'leakage' AND phase = 'probe' AND axis = 'search'
+    FROM ev WHERE experiment = 'leakage' AND phase = 'probe' AND axis = 'search'
                   AND expected = 'allow' AND coalesce(variant_write, 'fleet_id') = 'fleet_id'
                   AND coalesce(variant_search, 'fleet_ids') = 'fleet_ids'
     UNION ALL
     SELECT run_id, 'leakage_get_exposure', leak, not_applicable
-    FROM events WHERE experiment = 'leakage' AND phase = 'probe' AND axis = 'get'
+    FROM ev WHERE experiment = 'leakage' AND phase = 'probe' AND axis = 'get'
                   AND expected = 'deny'
     UNION ALL
     SELECT run_id, 'leakage_agent_get_leak', leak, not_applicable
-    FROM events WHERE experiment = 'leakage' AND phase IN ('agent_probe', 'reprobe')
+    FROM ev WHERE experiment = 'leakage' AND phase IN ('agent_probe', 'reprobe')
                   AND credential = 'agent' AND expected = 'deny'
     UNION ALL
     SELECT run_id, 'leakage_agent_get_miss', miss, not_applicable
-    FROM events WHERE experiment = 'leakage' AND phase IN ('agent_probe', 'reprobe')
+    FROM ev WHERE experiment = 'leakage' AND phase IN ('agent_probe', 'reprobe')
                   AND credential = 'agent' AND expected = 'allow'
     UNION ALL
     SELECT run_id, 'propagation_sibling_visible', visible, not_applicable
-    FROM events WHERE experiment = 'propagation' AND phase = 'probe'
+    FROM ev WHERE experiment = 'propagation' AND phase = 'probe'
                   AND reader_relation = 'sibling'
     UNION ALL
     SELECT run_id, 'propagation_foreign_leak', leak, not_applicable
-    FROM events WHERE experiment = 'propagation' AND phase = 'probe'
+    FROM ev WHERE experiment = 'propagation' AND phase = 'probe'
                   AND reader_relation = 'foreign'
     UNION ALL
     SELECT run_id, 'propagation_redistribute_flipped', flipped, not_applicable
-    FROM events WHERE experiment = 'propagation' AND phase = 'redistribute'
+    FROM ev WHERE experiment = 'propagation' AND phase = 'redistribute'
     UNION ALL
     SELECT run_id, 'provenance_complete', complete, not_applicable
-    FROM events WHERE experiment = 'provenance' AND phase = 'chain'
+    FROM ev WHERE experiment = 'provenance' AND phase = 'chain'
     UNION ALL
     SELECT run_id, 'provenance_accurate', accurate, not_applicable
-    FROM events WHERE experiment = 'provenance' AND phase = 'chain'
+    FROM ev WHERE experiment = 'provenance' AND phase = 'chain'
     UNION ALL
     SELECT run_id, 'contradiction_detected', detected, not_applicable
-    FROM events WHERE experiment = 'contradiction' AND phase = 'check'
+    FROM ev WHERE experiment = 'contradiction' AND phase = 'check'
     UNION ALL
     SELECT run_id, 'contradiction_stale_read', stale, not_applicable
-    FROM events WHERE experiment = 'contradiction' AND phase = 'stale_read'
+    FROM ev WHERE experiment = 'contradiction' AND phase = 'stale_read'
 )
 SELECT run_id, metric,
        count(*) FILTER (WHERE outcome)                    AS numerator,

@@ -10,7 +10,9 @@ one leaking probe, as recorded) and the backend's own issue where the same bug i
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +24,8 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.font_manager import FontProperties  # noqa: E402
 
 from fleetprobe.analysis.base.figures import FigureOutput  # noqa: E402
 from fleetprobe.analysis.base.results import Results  # noqa: E402
@@ -122,7 +126,7 @@ def _versions(results: Results, traces_root: Path | None) -> dict[str, str]:
 
 def backends_table(results: Results, traces_root: Path | None = None) -> Table:
     canonical = results.canonical
-    counts = _counts(results)
+    counts = _count_index(_counts(results))
     na = results.view("backend_not_applicable")
     versions = _versions(results, traces_root)
     backend_runs = canonical[canonical.profile.map(backend_of).notna()]
@@ -150,13 +154,25 @@ def _counts(results: Results) -> pd.DataFrame:
                       results.view("backend_matrix_counts")], ignore_index=True)
 
 
-def _row(profile: str, metric: str, label: str, run: Any, counts: pd.DataFrame,
+Counts = dict[tuple[str, str], tuple[int, int, int, str | None]]
+
+
+def _count_index(counts: pd.DataFrame) -> Counts:
+    """(run_id, metric) -> (numerator, denominator, not applicable, the first reason given),
+    summed over the count views' rows, so a table row looks its counts up instead of
+    filtering the frame."""
+    sums = counts.groupby(["run_id", "metric"], sort=False).agg(
+        k=("numerator", "sum"), n=("denominator", "sum"), na=("not_applicable", "sum"),
+        reason=("na_reason", "first"))  # first non-null, in the views' order
+    return {key: (int(k), int(n), int(na), reason if isinstance(reason, str) else None)
+            for key, k, n, na, reason in zip(sums.index, sums.k, sums.n, sums.na, sums.reason,
+                                             strict=True)}
+
+
+def _row(profile: str, metric: str, label: str, run: Any, counts: Counts,
          na: pd.DataFrame, versions: dict[str, str]) -> dict[str, Any]:
-    found = counts[(counts.run_id == run.run_id) & (counts.metric == metric)]
-    k = int(found.numerator.sum()) if not found.empty else 0
-    n = int(found.denominator.sum()) if not found.empty else 0
-    n_na = int(found.not_applicable.sum()) if not found.empty else 0
-    reason = found.na_reason.dropna().iloc[0] if n_na else None
+    k, n, n_na, reason = counts.get((run.run_id, metric), (0, 0, 0, None))
+    reason = reason if n_na else None
     if metric == "contradiction_detected" and reason is None:
         # detection keys on the subject entity: a target without entity upsert cannot run it
         entity = na[(na.run_id == run.run_id) & (na.phase == "entity")]
@@ -182,14 +198,15 @@ def backends_figure(results: Results, out_dir: Path, table: Table | None = None,
     table = table if table is not None else backends_table(results)
     if table.empty:
         return [], NO_RUNS
-    counts = _counts(results)
+    counts = _count_index(_counts(results))
+    metric_of = {label: m for m, _, label in METRICS}
     rows = []
     for rec in table.frame.itertuples():
-        metric = next(m for m, _, label in METRICS if label == rec.metric)
+        metric = metric_of[rec.metric]
         if metric not in LEAK_METRICS or rec.applicability != "applicable":
             continue
-        found = counts[(counts.run_id == rec.run) & (counts.metric == metric)]
-        r = rate(int(found.numerator.sum()), int(found.denominator.sum()))
+        k, n, _, _ = counts.get((rec.run, metric), (0, 0, 0, None))
+        r = rate(k, n)
         rows.append({"target": rec.target, "metric": rec.metric.split(" (")[0], "r": r})
     if not rows:
         return [], "no applicable leak metric in the canonical runs"
@@ -214,14 +231,7 @@ def backends_figure(results: Results, out_dir: Path, table: Table | None = None,
     ax.legend(fontsize=6, title="target", title_fontsize=7, loc="upper left",
               bbox_to_anchor=(1.01, 1.0))  # beside the axes, never over a bar
     fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"backends_leakage.{ext}" for ext in ("png", "pdf")]
-    for path in paths:
-        fig.savefig(path, metadata=(
-            {"CreationDate": None, "Producer": None, "Creator": None}
-            if path.suffix == ".pdf" else {"Software": None}))
-    plt.close(fig)
-    return paths, ""
+    return [_save_png(fig, out_dir, "backends_leakage")], ""
 
 
 def reproductions(results: Results) -> str:
@@ -231,22 +241,20 @@ def reproductions(results: Results) -> str:
                              & results.canonical.profile.map(backend_of).notna()]
     if runs.empty:
         return "\n".join(lines + [NO_RUNS, ""])
+    leaks = _first_leaks(results, list(runs.run_id))
     for run in runs.itertuples():
         backend = backend_of(run.profile)
-        for axis, phases in (("search", ("probe",)), ("get", ("probe", "agent_probe",
-                                                              "reprobe"))):
-            leak = _first_leak(results, run.run_id, axis, phases)
+        for axis in ("search", "get"):
+            leak = leaks.get((run.run_id, axis))
             if leak is None:
                 continue
-            write = results.con.execute(
-                "SELECT secret_scope, writer_agent, writer_fleet, variant_write FROM events "
-                "WHERE run_id = ? AND phase = 'write' AND secret_id = ? LIMIT 1",
-                [run.run_id, leak["secret_id"]]).fetchone() if leak["secret_id"] else None
             lines += [f"## {backend}: {axis} ({run.run_id})", ""]
-            if write:
-                lines.append(f"1. `POST /api/v1/memories` as `{write[1]}` (fleet "
-                             f"`{write[2] if write[3] == 'fleet_id' else 'none'}`), "
-                             f"{'an' if write[0] == 'agent' else 'a'} {write[0]}-scoped row.")
+            if leak["secret_id"] and leak["written"]:
+                scope = leak["secret_scope"]
+                fleet = leak["writer_fleet"] if leak["variant_write"] == "fleet_id" else "none"
+                lines.append(f"1. `POST /api/v1/memories` as `{leak['writer_agent']}` (fleet "
+                             f"`{fleet}`), {'an' if scope == 'agent' else 'a'} {scope}-scoped "
+                             "row.")
             who = (f"the agent key of `{leak['prober_agent']}` (fleet "
                    f"`{leak['prober_fleet']}`, trust {leak['trust']})"
                    if leak["credential"] == "agent" else
@@ -261,20 +269,44 @@ def reproductions(results: Results) -> str:
     return "\n".join(lines)
 
 
-def _first_leak(results: Results, run_id: str, axis: str,
-                phases: tuple[str, ...]) -> dict[str, Any] | None:
-    marks = ", ".join("?" for _ in phases)
-    axis_rule = "axis = ?" if axis == "search" else "(axis = ? OR axis IS NULL)"
-    cur = results.con.execute(
-        f"SELECT op, status, prober_agent, prober_fleet, secret_id, relation, credential, "
-        f"trust, variant_search FROM events WHERE run_id = ? AND phase IN ({marks}) AND "
-        f"{axis_rule} AND leak ORDER BY credential = 'agent' DESC, "
-        f"coalesce(variant_search, '') = 'fleet_ids' DESC, seq LIMIT 1",
-        [run_id, *phases, axis])
-    row = cur.fetchone()
-    if row is None:
-        return None
-    return dict(zip([c[0] for c in cur.description], row, strict=True))
+# Per run and leak axis, the first leaking probe (an agent key's first, then the documented
+# fleet_ids variant's, then in trace order) and the first write of the row it returned;
+# search: the probe phase's search probes; get: the GET probes (axis get, or none) of the
+# probe, agent_probe and reprobe phases.
+FIRST_LEAKS = """
+WITH leaks AS (
+    SELECT run_id, op, status, prober_agent, prober_fleet, secret_id, relation, credential,
+           trust, variant_search,
+           CASE WHEN phase = 'probe' AND axis = 'search' THEN 'search'
+                WHEN phase IN ('probe', 'agent_probe', 'reprobe')
+                     AND (axis = 'get' OR axis IS NULL) THEN 'get' END AS leak_axis,
+           row_number() OVER (PARTITION BY run_id, leak_axis
+                              ORDER BY credential = 'agent' DESC,
+                                       coalesce(variant_search, '') = 'fleet_ids' DESC, seq)
+               AS rank
+    FROM events
+    WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND leak
+      AND phase IN ('probe', 'agent_probe', 'reprobe')
+), writes AS (
+    SELECT run_id, secret_id, secret_scope, writer_agent, writer_fleet, variant_write,
+           row_number() OVER (PARTITION BY run_id, secret_id ORDER BY seq) AS rank
+    FROM events WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND phase = 'write'
+)
+SELECT l.* EXCLUDE (rank), w.secret_scope, w.writer_agent, w.writer_fleet, w.variant_write,
+       w.rank IS NOT NULL AS written
+FROM leaks l LEFT JOIN writes w ON w.run_id = l.run_id AND w.secret_id = l.secret_id
+                                AND w.rank = 1
+WHERE l.rank = 1 AND l.leak_axis IS NOT NULL
+"""
+
+
+def _first_leaks(results: Results, run_ids: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(run_id, axis) -> the first leaking probe and its row's write (FIRST_LEAKS), one query
+    for every run."""
+    cur = results.con.execute(FIRST_LEAKS, [run_ids, run_ids])
+    names = [c[0] for c in cur.description]
+    return {(row["run_id"], row["leak_axis"]): row
+            for row in (dict(zip(names, r, strict=True)) for r in cur.fetchall())}
 
 
 # -- the governance matrix, path by path ----------------------------------------------------
@@ -296,14 +328,18 @@ def matrix_paths_table(results: Results) -> Table:
     targets = sorted(canonical.profile.dropna().unique(),
                      key=lambda p: (backend_of(p) is None, p))
     run_of = dict(zip(canonical.profile, canonical.run_id, strict=False))
+    # the view has one row per run and path: a cell is a lookup, not a frame filter
+    cells = {(r["run_id"], r["path"]): r for r in paths.to_dict("records")}
+    if len(cells) != len(paths):
+        raise ValueError("backend_matrix_paths has more than one row for a run and path")
     rows, reasons = [], {}
     for path in PATHS:
         line: dict[str, Any] = {"path": path}
         for target in targets:
-            cell = paths[(paths.run_id == run_of[target]) & (paths.path == path)]
+            cell = cells.get((run_of[target], path))
             line[target] = _cell(cell)
-            if backend_of(target) and not cell.empty and cell.na_reason.notna().any():
-                reasons.setdefault(path, {})[backend_of(target)] = cell.na_reason.iloc[0]
+            if backend_of(target) and cell is not None and isinstance(cell["na_reason"], str):
+                reasons.setdefault(path, {})[backend_of(target)] = cell["na_reason"]
         rows.append(line)
     frame = pd.DataFrame(rows)
     frame["why not applicable (backends)"] = [_why(reasons.get(p, {})) for p in frame.path]
@@ -366,11 +402,13 @@ def _backend_matrix_runs(results: Results) -> pd.DataFrame:
     return canonical[canonical.profile.map(backend_of).notna()]
 
 
-def judged_probes(results: Results, traces_root: Path | None) -> pd.DataFrame:
+def judged_probes(results: Results, traces_root: Path | None,
+                  probes: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every judged probe of the backends' canonical matrix runs, with its run's backend,
-    deployment, store and version and its path family."""
+    deployment, store and version and its path family (`probes`: those runs' rows of
+    backend_matrix_attribution, if already read)."""
     runs = _backend_matrix_runs(results)
-    probes = _matrix_probes(results, list(runs.run_id))
+    probes = _matrix_probes(results, list(runs.run_id)) if probes is None else probes
     if probes.empty:
         return probes
     info = pd.DataFrame([{"run_id": r, **target_info(traces_root, r)} for r in runs.run_id])
@@ -385,15 +423,23 @@ SIDE = ("idiomatic", "strict")
 
 def _side_by_side(judged: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """gaps/judged [95% Wilson CI] per `keys`, idiomatic and strict in columns of their own."""
+    tallies = _tallies(judged, [*keys, "deployment"])
     rows = []
-    for key, part in judged.groupby(keys, sort=True):
-        line = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
+    for key in judged.groupby(keys, sort=True).size().index:
+        key = key if isinstance(key, tuple) else (key,)
+        line = dict(zip(keys, key, strict=True))
         for side in SIDE:
-            mine = part[part.deployment == side]
-            line[f"{side}: gaps"] = (fmt_rate(rate(int(mine.gap.sum()), len(mine)))
-                                     if len(mine) else "-")
+            k, n = tallies.get((*key, side), (0, 0))
+            line[f"{side}: gaps"] = fmt_rate(rate(k, n)) if n else "-"
         rows.append(line)
     return pd.DataFrame(rows)
+
+
+def _tallies(judged: pd.DataFrame, keys: list[str]) -> dict[tuple, tuple[int, int]]:
+    """(gaps, judged probes) per value of `keys`, from one groupby."""
+    sums = judged.groupby(keys, sort=False).gap.agg(["sum", "size"])
+    return {key: (int(k), int(n)) for key, k, n in zip(sums.index, sums["sum"], sums["size"],
+                                                        strict=True)}
 
 
 def rates_table(judged: pd.DataFrame) -> Table:
@@ -438,12 +484,16 @@ def overview_figure(judged: pd.DataFrame, out_dir: Path) -> tuple[list[Path], st
     if judged.empty:
         return [], NO_MATRIX
     families = [ALL_PATHS, *(n for n, _ in FAMILIES)]
-    every = pd.concat([judged.assign(family=ALL_PATHS), judged], ignore_index=True)
-    targets = sorted({(r.backend, r.store, r.version) for r in judged.itertuples()})
-    grid = {(t, side, f): (int(p.gap.sum()), len(p)) for (b, st, v, side, f), p in
-            every.groupby(["backend", "store", "version", "deployment", "family"])
-            for t in [(b, st, v)]}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 1.2 + 0.42 * len(targets)), sharey=True)
+    targets = sorted(set(zip(judged.backend, judged.store, judged.version, strict=True)))
+    keys = ["backend", "store", "version", "deployment"]
+    grid = {((b, st, v), side, ALL_PATHS): tally
+            for (b, st, v, side), tally in _tallies(judged, keys).items()}
+    grid |= {((b, st, v), side, f): tally
+             for (b, st, v, side, f), tally in _tallies(judged, [*keys, "family"]).items()}
+    labels = [f"{b} · {st} · {v.replace('langgraph-checkpoint-', 'ckpt-')}"
+              for b, st, v in targets]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 1.2 + 0.42 * len(targets)), sharey=True,
+                             dpi=150)  # the dpi it is saved at, which its margins are fit to
     for ax, side in zip(axes, SIDE, strict=True):
         values = [[(grid[(t, side, f)][0] / grid[(t, side, f)][1])
                    if grid.get((t, side, f), (0, 0))[1] else float("nan") for f in families]
@@ -453,25 +503,51 @@ def overview_figure(judged: pd.DataFrame, out_dir: Path) -> tuple[list[Path], st
         for i, t in enumerate(targets):
             for j, f in enumerate(families):
                 k, n = grid.get((t, side, f), (0, 0))
-                ax.text(j, i, f"{k}/{n}" if n else "-", ha="center", va="center", fontsize=6,
-                        color="white" if n and k / n > 0.6 else "black")
+                if n:  # a cell without probes is grey, and says so in the title
+                    ax.text(j, i, f"{k}/{n}", ha="center", va="center", fontsize=6,
+                            color="white" if k / n > 0.6 else "black")
         ax.set_xticks(range(len(families)))
         ax.set_xticklabels(families, rotation=30, ha="right", fontsize=7)
         ax.set_title(f"{side}", fontsize=9)
     axes[0].set_yticks(range(len(targets)))
-    axes[0].set_yticklabels([f"{b} · {st} · {v.replace('langgraph-checkpoint-', 'ckpt-')}"
-                             for b, st, v in targets], fontsize=7)
+    axes[0].set_yticklabels(labels, fontsize=7)
     fig.suptitle("Governance-matrix gaps (returned or changed what the policy denies): "
-                 "k/n per path family, darker = more", fontsize=9)
-    fig.tight_layout()
+                 "k/n per path family, darker = more, grey = not run", fontsize=9)
+    _fit_margins(fig, labels, families, rotation=30, size=7)
+    return [_save_png(fig, out_dir, "backends_overview", dpi=150)], ""
+
+
+def _fit_margins(fig: Figure, ylabels: list[str], xlabels: list[str], rotation: float,
+                 size: float) -> None:
+    """Margins that hold the tick labels (measured by the renderer at the figure's dpi,
+    without drawing), the axes titles and the suptitle: what tight_layout gives, without the
+    dry draw of the whole figure it needs."""
+    prop, renderer, dpi = FontProperties(size=size), fig.canvas.get_renderer(), fig.dpi
+    extents = {s: renderer.get_text_width_height_descent(s, prop, ismath=False)
+               for s in {*ylabels, *xlabels}}  # pixels
+    angle = math.radians(rotation)
+    tick = (plt.rcParams["ytick.major.size"] + plt.rcParams["ytick.major.pad"]) / 72
+    left = max(extents[s][0] for s in ylabels) / dpi + tick + 0.1
+    bottom = max(extents[s][0] * math.sin(angle) + extents[s][1] * math.cos(angle)
+                 for s in xlabels) / dpi + tick + 0.1
+    top, right, gap = 0.62, 0.1, 0.2  # suptitle and axes titles (9 pt each); beside
+    width, height = fig.get_size_inches()
+    axes_width = (width - left - right - gap) / 2
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,
+                        top=1 - top / height, wspace=gap / axes_width)
+
+
+def _save_png(fig: Figure, out_dir: Path, name: str, dpi: float | None = None) -> Path:
+    """`<name>.png` (no date or software version in it: the same bytes every build). PNG
+    only: the page and the notebook show these figures, nothing reads a PDF of them, and the
+    PDF cost as long again to draw; one an older build left is removed, so the page never
+    links a stale one."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"backends_overview.{ext}" for ext in ("png", "pdf")]
-    for path in paths:
-        fig.savefig(path, dpi=150, metadata=(
-            {"CreationDate": None, "Producer": None, "Creator": None}
-            if path.suffix == ".pdf" else {"Software": None}))
+    (out_dir / f"{name}.pdf").unlink(missing_ok=True)
+    path = out_dir / f"{name}.png"
+    fig.savefig(path, dpi=dpi or "figure", metadata={"Software": None})
     plt.close(fig)
-    return paths, ""
+    return path
 
 
 # ---- attribution: each backend gap of the matrix classified by a rule over its trace
@@ -536,18 +612,30 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _texts(frame: pd.DataFrame, columns: list[str]) -> list[list[str | None]]:
+    """Columns of trace fields as lists of `_str` values, converted column-wise (iterating a
+    pandas string column element by element costs more than the rules run on it)."""
+    return [[_str(v) for v in frame[c].to_numpy(dtype=object)] for c in columns]
+
+
 def _matrix_probes(results: Results, run_ids: list[str]) -> pd.DataFrame:
     """Every judged matrix probe of these runs with what attribution needs (metrics.sql's
-    backend_matrix_attribution)."""
-    return results.view("backend_matrix_attribution", run_ids) if run_ids else pd.DataFrame()
+    backend_matrix_attribution), read for these runs only: the bundled profiles' matrix runs
+    are three quarters of the view's rows."""
+    if not run_ids:
+        return pd.DataFrame()
+    return results.con.execute(
+        "SELECT * FROM backend_matrix_attribution WHERE run_id IN (SELECT unnest(?::VARCHAR[])) "
+        "ORDER BY run_id, probe_id", [run_ids]).df()
 
 
-def attribution_tables(results: Results, traces_root: Path | None) -> tuple[Table, Table]:
+def attribution_tables(results: Results, traces_root: Path | None,
+                       probes: pd.DataFrame | None = None) -> tuple[Table, Table]:
     """backends_gap_classes (per backend matrix run: gaps by class, checked to sum to the run's
     gap count in backend_matrix_counts) and backends_known_bugs (k/n per version of each known
-    public bug the matrix reaches)."""
+    public bug the matrix reaches); `probes` as for `judged_probes`."""
     runs = _backend_matrix_runs(results)
-    probes = _matrix_probes(results, list(runs.run_id))
+    probes = _matrix_probes(results, list(runs.run_id)) if probes is None else probes.copy()
     if probes.empty:
         empty = pd.DataFrame()
         return (Table("backends_gap_classes", "Backend gaps by cause", empty, NO_MATRIX),
@@ -556,10 +644,13 @@ def attribution_tables(results: Results, traces_root: Path | None) -> tuple[Tabl
     label_of = dict(zip(runs.run_id, runs.profile, strict=False))
     probes["label"] = probes.run_id.map(label_of)
     gaps = probes[probes.verdict == "gap"].copy()
-    gaps["class"] = [classify_gap(r.path, _str(r.fleets), _str(r.row_fleet),
-                                  _str(r.visibility), bool(r.cross_tenant), _str(r.principal),
-                                  _str(r.home))
-                     for r in gaps.itertuples()]
+    classify = functools.cache(classify_gap)  # a few hundred distinct gaps in thousands
+    gaps["class"] = [classify(path, fleets, row_fleet, visibility, bool(crossing), principal,
+                              home)
+                     for path, fleets, row_fleet, visibility, crossing, principal, home in zip(
+                         *_texts(gaps, ["path", "fleets", "row_fleet", "visibility"]),
+                         gaps.cross_tenant.tolist(), *_texts(gaps, ["principal", "home"]),
+                         strict=True)]
     counts = gaps.pivot_table(index="class", columns="label", values="probe_id",
                               aggfunc="count", fill_value=0)
     counts = counts.reindex([c for c in GAP_CLASSES if c in counts.index])
@@ -591,16 +682,17 @@ def known_bugs_table(probes: pd.DataFrame, runs: pd.DataFrame,
                      traces_root: Path | None) -> Table:
     """k/n per known public bug and version: the probes the bug could answer, and those that
     returned or changed the row."""
+    sibling_of = functools.cache(prefix_sibling)  # a few hundred distinct triples
+    is_sibling = pd.Series([sibling_of(f, r, h) for f, r, h in zip(
+        *_texts(probes, ["fleets", "row_fleet", "home"]), strict=True)], index=probes.index,
+        dtype=bool) & probes.path.str.startswith(READ_PREFIXES)
+    is_by_id = probes.path.isin(BY_ID_PATHS) & (probes.expected == "deny")
     bugs = []
     for run in runs.itertuples():
-        mine = probes[probes.run_id == run.run_id]
+        mine = probes.run_id == run.run_id
         info = target_info(traces_root, run.run_id)
         backend = info["backend"]
-        sibling = mine[pd.Series([prefix_sibling(_str(f), _str(r), _str(h)) for f, r, h in
-                                  zip(mine.fleets, mine.row_fleet, mine.home, strict=True)],
-                                 index=mine.index, dtype=bool)
-                       & mine.path.str.startswith(READ_PREFIXES)]
-        by_id = mine[mine.path.isin(BY_ID_PATHS) & (mine.expected == "deny")]
+        sibling, by_id = probes[mine & is_sibling], probes[mine & is_by_id]
         if backend == "crewai":
             bugs.append(("crewAIInc/crewAI#7543: recall matches a scope as a string prefix",
                          info, sibling))
@@ -636,11 +728,13 @@ def _why(reasons: dict[str, str]) -> str:
     return "; ".join(f"{', '.join(bs)}: {r}" for r, bs in grouped.items())
 
 
-def _cell(cell: pd.DataFrame) -> str:
-    if cell.empty:
+def _cell(cell: dict[str, Any] | None) -> str:
+    """`gaps/judged gaps, k misses; n/a (k)` of one run and path (a backend_matrix_paths
+    row), `-` where the run has no such row."""
+    if cell is None:
         return "-"
-    judged, gaps = int(cell.judged.sum()), int(cell.gaps.sum())
-    misses, na = int(cell.misses.sum()), int(cell.not_applicable.sum())
+    judged, gaps = int(cell["judged"]), int(cell["gaps"])
+    misses, na = int(cell["misses"]), int(cell["not_applicable"])
     parts = [f"{gaps}/{judged} gaps" + (f", {misses} misses" if misses else "")] if judged else []
     if na:
         parts.append(f"n/a ({na})")
@@ -648,7 +742,7 @@ def _cell(cell: pd.DataFrame) -> str:
 
 
 def build(context: Context) -> SectionOutput:
-    """tables/backends.*, tables/backends_matrix.*, figures/backends_leakage.* and
+    """tables/backends.*, tables/backends_matrix.*, figures/backends_leakage.png and
     backends_repro.md under the output directory, and the section of the page."""
     out_dir = Path(context.out_dir)
     results = context.results(EXPERIMENTS)
@@ -657,9 +751,10 @@ def build(context: Context) -> SectionOutput:
                         views=("backend_metric_counts", "backend_matrix_counts",
                                "backend_not_applicable"))
         matrix = replace(matrix_paths_table(results), views=("backend_matrix_paths",))
+        probes = _matrix_probes(results, list(_backend_matrix_runs(results).run_id))
         classes, known = (replace(t, views=("backend_matrix_attribution",))
-                          for t in attribution_tables(results, context.traces_root))
-        judged = judged_probes(results, context.traces_root)
+                          for t in attribution_tables(results, context.traces_root, probes))
+        judged = judged_probes(results, context.traces_root, probes)
         rates, crossing = (replace(t, views=("backend_matrix_attribution",)) for t in
                            (rates_table(judged), cross_tenant_table(judged)))
         tables = (rates, crossing, known, classes, table, matrix)
@@ -687,7 +782,9 @@ def build(context: Context) -> SectionOutput:
         KEY, TITLE,
         "The same experiments behind the wire adapter against other memory systems, each "
         "through its own scoping mechanism, beside the bundled profiles; minimal "
-        "reproductions of every leak in backends_repro.md.",
+        "reproductions of every leak in backends_repro.md. Its figures are PNG only: this page "
+        "and the notebook show them, nothing reads a PDF of them, and the PDFs took as long "
+        "again to draw.",
         tables={t.name: t for t in tables}, figures=figures,
         files=[*paths, *overview_paths, *figure_paths, repro], notes=notes,
         views=("backend_metric_counts", "backend_matrix_counts", "backend_not_applicable",

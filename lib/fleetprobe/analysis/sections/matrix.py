@@ -5,23 +5,31 @@ run: a heatmap (principal x path, colour = gap rate, one panel per target), the 
 catalogue (path, principal, what leaks or changes, count, a minimal HTTP reproduction and the
 mechanism in one sentence), the cross-tenant tally, the paper's two rates at N = 2 F^2 K, and
 one summary line per target. Written to reports/MATRIX.md, reports/tables/matrix_*.{csv,md}
-and reports/figures/matrix_heatmap.{png,pdf}; without matrix runs the section says so.
+and reports/figures/matrix_heatmap.png; without matrix runs the section says so.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.cm import ScalarMappable  # noqa: E402
+from matplotlib.collections import PatchCollection  # noqa: E402
+from matplotlib.colors import Normalize  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+from PIL import Image  # noqa: E402
 
 from fleetprobe.analysis.base.html import figure_file, table_file  # noqa: E402
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
@@ -265,7 +273,9 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def reproduction(row: pd.Series) -> str:
+def reproduction(row: Mapping[str, Any]) -> str:
+    """A catalogue line's HTTP reproduction, from its example probe (a row of the catalogue
+    view, as a dict or a Series)."""
     template = REPRODUCTION.get(row["path"], "{path}")
     fleets = _text(row.get("fleets")).replace(",", '","')
     text = template.format(who=_text(row.get("who")) or "?",
@@ -324,7 +334,7 @@ def catalogue(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     if cat.empty:
         return pd.DataFrame(columns=["target", "path", "principal", "verdict", "what", "count",
                                      "visibilities", "reproduction", "mechanism"])
-    cat["reproduction"] = [reproduction(r) for _, r in cat.iterrows()]
+    cat["reproduction"] = [reproduction(r) for r in cat.to_dict("records")]
     drifted = set(frames["matrix_agent_drift"].run_id)
     kinds = dict(zip(frames["runs"].run_id, frames["runs"].target_kind, strict=True))
     cat["target_kind"] = cat.run_id.map(kinds)
@@ -349,16 +359,15 @@ def grouped(cat: pd.DataFrame) -> pd.DataFrame:
     if cat.empty:
         return pd.DataFrame(columns=["target", "path", "verdict", "what", "count", "principals",
                                      "reproduction", "mechanism"])
-    rows = []
-    for (target, path, verdict, what), part in cat.groupby(
-            ["target", "path", "verdict", "what"], sort=False):
-        first = part.iloc[0]
-        rows.append({"target": target, "path": path, "verdict": verdict, "what": what,
-                     "count": int(part["count"].sum()),
-                     "principals": ", ".join(dict.fromkeys(part.principal)),
-                     "reproduction": first.reproduction,
-                     "mechanism": first.mechanism})
-    return pd.DataFrame(rows)
+    groups = cat.groupby(["target", "path", "verdict", "what"], sort=False)
+    frame = groups.agg(count=("count", "sum"), principals=("principal", _listed),
+                       reproduction=("reproduction", "first"), mechanism=("mechanism", "first"))
+    return frame.reset_index().astype({"count": int})
+
+
+def _listed(values: pd.Series) -> str:
+    """The distinct values, in order of first appearance."""
+    return ", ".join(dict.fromkeys(values))
 
 
 def summary(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -394,70 +403,119 @@ def paper_rates(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 # Heatmap geometry, in inches: a cell, the margins around a panel (its principals on the
-# left, its paths below, its title above) and the colour bar. A fixed layout: no layout pass,
-# so the figure is drawn once per file it is saved to.
+# left, its paths below, its title above) and the colour bar. A fixed layout: no layout pass.
 CELL_W, CELL_H = 0.15, 0.13
 LEFT, RIGHT, TOP, BOTTOM = 1.35, 0.75, 0.55, 0.15
 PANEL_TOP, PANEL_BOTTOM, PANEL_GAP = 0.22, 1.0, 0.15
 HEATMAP_DPI = 130
+LABEL_SIZE = 5
+# PNG only: the cells are an image in any format, and a PDF of the panels took as long to
+# draw as the PNG; a PDF an older build left is removed, so no page links a stale one
+HEATMAP_FILE = "matrix_heatmap.png"
+STALE = ("matrix_heatmap.pdf",)
+
+
+def heatmap_grids(cells: pd.DataFrame, targets: list[str], whos: list[str], paths: list[str],
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(gap share, misses > 0), each of shape (target, principal, path), from one groupby:
+    the share is gaps / judged probes, NaN where nothing was judged."""
+    sums = cells.groupby(["target", "principal", "path"])[["n", "gaps", "misses"]].sum()
+    sums = sums.reindex(pd.MultiIndex.from_product([targets, whos, paths]), fill_value=0)
+    shape = (len(targets), len(whos), len(paths))
+    n, gaps, misses = (sums[c].to_numpy(dtype=float).reshape(shape)
+                       for c in ("n", "gaps", "misses"))
+    share = np.divide(gaps, n, out=np.full(shape, np.nan), where=n > 0)
+    return share, misses > 0
+
+
+def label_strip(labels: list[str], width: float, height: float, vertical: bool) -> Image.Image:
+    """A panel's path labels (vertical: one per column, hanging below it) or principal labels
+    (one per row, ending left of it), drawn once at HEATMAP_DPI on a transparent strip that is
+    pasted beside every panel: the panels share their paths and principals, so 28 panels
+    cost 58 labels to draw, not 28 x 58 at about a millisecond each."""
+    fig = Figure(figsize=(width, height), dpi=HEATMAP_DPI)
+    fig.patch.set_alpha(0)
+    for i, label in enumerate(labels):
+        if vertical:
+            fig.text((i + 0.5) * CELL_W / width, 1 - 0.03 / height, label, rotation=90,
+                     ha="center", va="top", fontsize=LABEL_SIZE)
+        else:
+            fig.text(1 - 0.03 / width, 1 - (i + 0.5) * CELL_H / height, label, ha="right",
+                     va="center", fontsize=LABEL_SIZE)
+    return _pixels(fig)
+
+
+def _pixels(fig: Figure) -> Image.Image:
+    """The figure drawn by Agg, as an RGBA image over the canvas's buffer (read-only)."""
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw",
+                            "RGBA", 0, 1)
 
 
 def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Principal x path, colour = gap rate; one panel per target, the colour bar at the
-    right; a cell with misses is marked `m`, a cell never probed is grey."""
+    right; a cell with misses is marked `m`, a cell never probed is grey. One axes, in
+    inches, holds every panel (an image each, one marker and one frame collection); the
+    path and principal labels are pasted in as pixels (`label_strip`)."""
     targets = _order(list(cells.target.unique()))
     probed_paths, probed_whos = set(cells.path), set(cells.principal)
     paths = [p for p in PATH_ORDER if p in probed_paths]
     whos = [p for p in PRINCIPALS if p in probed_whos]
+    share, missed = heatmap_grids(cells, targets, whos, paths)
     # at most three panels a row, so the figure stays readable at 100 % zoom
     ncols = max(1, min(3, len(targets)))
     nrows = -(-len(targets) // ncols)
     panel_w, panel_h = CELL_W * len(paths), CELL_H * len(whos)
     width = LEFT + ncols * panel_w + (ncols - 1) * PANEL_GAP + RIGHT
     height = TOP + nrows * (PANEL_TOP + panel_h + PANEL_BOTTOM) + BOTTOM
-    fig = plt.figure(figsize=(width, height))
-    cmap = plt.get_cmap("Reds").with_extremes(bad="#d9d9d9")  # grey: nothing judged
-    image = None
+    fig = Figure(figsize=(width, height), dpi=HEATMAP_DPI)
+    fig.patch.set_facecolor("white")
+    ax = fig.add_axes((0, 0, 1, 1), xlim=(0, width), ylim=(0, height))  # inches
+    ax.set_axis_off()
+    cmap = matplotlib.colormaps["Reds"].with_extremes(bad="#d9d9d9")  # grey: nothing judged
+    frames, marks, pastes = [], [], []
     for i, target in enumerate(targets):
         row, col = divmod(i, ncols)
         x0 = LEFT + col * (panel_w + PANEL_GAP)
-        y0 = height - TOP - row * (PANEL_TOP + panel_h + PANEL_BOTTOM) - PANEL_TOP - panel_h
-        ax = fig.add_axes((x0 / width, y0 / height, panel_w / width, panel_h / height))
-        part = cells[cells.target == target]
-        n, gaps, misses = (part.pivot_table(index="principal", columns="path", values=v,
-                                            aggfunc="sum").reindex(index=whos, columns=paths)
-                           for v in ("n", "gaps", "misses"))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            share = np.where(n.to_numpy(dtype=float) > 0,
-                             gaps.to_numpy(dtype=float) / n.to_numpy(dtype=float), np.nan)
-        image = ax.imshow(np.ma.masked_invalid(share), cmap=cmap, vmin=0, vmax=1,
-                          aspect="auto", interpolation="nearest")
-        ys, xs = np.nonzero(misses.fillna(0).to_numpy() > 0)
-        if len(xs):  # one collection of markers, not a text per cell
-            ax.scatter(xs, ys, marker="$m$", s=12, c="#1f4e9c", linewidths=0)
-        ax.set_title(target, fontsize=7, pad=2)
-        ax.set_xticks(range(len(paths)), paths, rotation=90, fontsize=5)
-        ax.set_yticks(range(len(whos)), whos, fontsize=5)
-        ax.tick_params(length=1.5, pad=1, labelleft=col == 0)
-        ax.grid(False)
+        top = TOP + row * (PANEL_TOP + panel_h + PANEL_BOTTOM) + PANEL_TOP  # from the top
+        y0 = height - top - panel_h
+        ax.imshow(np.ma.masked_invalid(share[i]), cmap=cmap, vmin=0, vmax=1,
+                  extent=(x0, x0 + panel_w, y0, y0 + panel_h), aspect="auto",
+                  interpolation="nearest")
+        ys, xs = np.nonzero(missed[i])
+        marks += [(x0 + (x + 0.5) * CELL_W, y0 + panel_h - (y + 0.5) * CELL_H)
+                  for x, y in zip(xs, ys, strict=True)]
+        frames.append(Rectangle((x0, y0), panel_w, panel_h))
+        ax.text(x0 + panel_w / 2, y0 + panel_h + 0.03, target, ha="center", va="bottom",
+                fontsize=7)
+        pastes.append(("paths", x0, top + panel_h))
+        if col == 0:
+            pastes.append(("whos", 0.0, top))
+    if marks:  # one collection of markers, not a text per cell
+        ax.scatter(*zip(*marks, strict=True), marker="$m$", s=12, c="#1f4e9c", linewidths=0)
+    ax.add_collection(PatchCollection(frames, facecolor="none", edgecolor="black",
+                                      linewidth=0.6))
     cax = fig.add_axes(((width - RIGHT + 0.15) / width, BOTTOM / height + 0.1,
                         0.12 / width, 1 - (TOP + BOTTOM) / height - 0.2))
-    bar = fig.colorbar(image, cax=cax)
+    bar = fig.colorbar(ScalarMappable(Normalize(0, 1), cmap), cax=cax)
     bar.set_label("gap rate (gaps / judged probes)", fontsize=6)
     bar.ax.tick_params(labelsize=5)
     fig.suptitle("Governance matrix: where each target returns, reveals or changes what the "
                  "policy denies (m = misses, grey = not probed)", fontsize=8,
                  y=1 - 0.15 / height, va="top")
+    strips = {"paths": label_strip(paths, panel_w, PANEL_BOTTOM, vertical=True),
+              "whos": label_strip(whos, LEFT, panel_h, vertical=False)}
+    image = _pixels(fig).copy()  # a copy to paste into
+    for kind, left, top in pastes:  # pixel boxes from the top left, as PIL counts
+        image.alpha_composite(strips[kind], (round(left * HEATMAP_DPI),
+                                             round(top * HEATMAP_DPI)))
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths_out = []
-    for ext in ("png", "pdf"):
-        path = out_dir / f"matrix_heatmap.{ext}"
-        fig.savefig(path, dpi=HEATMAP_DPI, metadata=(
-            {"CreationDate": None, "Producer": None, "Creator": None} if ext == "pdf"
-            else {"Software": None}))
-        paths_out.append(path)
-    plt.close(fig)
-    return paths_out
+    for name in STALE:
+        (out_dir / name).unlink(missing_ok=True)
+    path = out_dir / HEATMAP_FILE
+    image.convert("RGB").save(path, format="PNG")  # no metadata: the same bytes every build
+    return [path]
 
 
 def _by_target(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -568,7 +626,9 @@ def build(context: Context) -> SectionOutput:
         "Every principal (tenant key; agent keys at trust 0-3 by relation to the row; another "
         "tenant) x every path, judged against the written policy: gaps (returns, reveals or "
         "changes what the policy denies) and misses per target, the cross-tenant tally, the "
-        "gap catalogue with a reproduction and a mechanism per line. Full text: MATRIX.md.",
+        "gap catalogue with a reproduction and a mechanism per line. Full text: MATRIX.md. "
+        "The heatmap is a PNG only: its cells are pixels in any format, and a PDF of its "
+        "panels took as long again to draw for no sharper cell.",
         tables=tables, figures=figures, files=section.paths,
         notes=[n for n in section.notes if n != NO_RUNS], notebook="matrix.ipynb",
         views=VIEWS, runs=runs, data={"matrix": section})
