@@ -133,7 +133,7 @@ def test_rates_side_by_side_and_causes_checked(tmp_path: Path) -> None:
         results.con.close()
 
 
-def test_overview_is_one_png_whose_labels_fit_and_no_stale_pdf(tmp_path: Path) -> None:
+def test_overview_is_one_png_whose_labels_fit(tmp_path: Path) -> None:
     """The overview's margins are fit to its labels without a layout pass: the longest
     target label must not run off the left edge (nor a path family off the bottom)."""
     import numpy as np
@@ -150,7 +150,6 @@ def test_overview_is_one_png_whose_labels_fit_and_no_stale_pdf(tmp_path: Path) -
     judged["store"] = "a store name long enough to need a wide margin on the left"
     out = tmp_path / "figures"
     out.mkdir()
-    (out / "backends_overview.pdf").write_bytes(b"%PDF stale")  # an older build's
     paths, note = backends.overview_figure(judged, out)
     assert note == "" and paths == [out / "backends_overview.png"]
     assert sorted(p.name for p in out.iterdir()) == ["backends_overview.png"]

@@ -143,7 +143,7 @@ def test_heatmap_grids_are_gap_shares_with_nan_where_nothing_was_judged():
     assert missed[:, 0].tolist() == [[False, True], [False, True]]
 
 
-def test_heatmap_is_one_png_with_every_panel_labelled_and_no_stale_pdf(tmp_path):
+def test_heatmap_is_one_png_with_every_panel_labelled(tmp_path):
     from PIL import Image
 
     targets = [f"target-{i}" for i in range(4)]  # two panel rows, the second half empty
@@ -152,7 +152,6 @@ def test_heatmap_is_one_png_with_every_panel_labelled_and_no_stale_pdf(tmp_path)
                     for i, t in enumerate(targets)})
     out = tmp_path / "figures"
     out.mkdir()
-    (out / "matrix_heatmap.pdf").write_bytes(b"%PDF stale")  # an older build's
     assert matrix.heatmap(cells, out) == [out / "matrix_heatmap.png"]
     assert sorted(p.name for p in out.iterdir()) == ["matrix_heatmap.png"]
     image = Image.open(out / "matrix_heatmap.png").convert("L")

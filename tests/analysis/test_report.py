@@ -118,3 +118,15 @@ def test_answers_and_failures_match_a_query_per_run(results):
             "AND (status IS NULL OR status >= 500 OR status = 429) "
             "GROUP BY error ORDER BY n DESC, error LIMIT 3", [run_id]).fetchall()
         assert failed_requests(results, run_id) == dict(errors)
+
+
+def test_a_build_removes_the_figures_an_older_build_left(fixture_traces, tmp_path):
+    figures = tmp_path / "out" / "figures"
+    figures.mkdir(parents=True)
+    for name in ("matrix_heatmap.pdf", "a_renamed_figure.png"):
+        (figures / name).write_bytes(b"left by an older build")
+    (figures / "notes.txt").write_text("not a figure: kept")
+    built = report.build(fixture_traces[0], tmp_path / "out")
+    drawn = {p.name for f in built["figures"].values() for p in f.paths}
+    assert {p.name for p in figures.iterdir()} == drawn | {"notes.txt"}
+    assert "matrix_heatmap.pdf" not in drawn and "a_renamed_figure.png" not in drawn

@@ -43,9 +43,9 @@ PRELOAD = ["fleetprobe.analysis.base.figures", "fleetprobe.analysis.base.claims"
 # Sections in the order they are handed to the processes: the longest first (CPU seconds
 # as `make bench-report` prints them), so the two cores finish together; a section not named
 # here goes last. The order of the output never depends on it.
-LONGEST_FIRST = ("dynamics", "matrix", "leakage", "fidelity", "propagation", "backends",
-                 "verdict", "contradiction", "separation", "provenance", "scale",
-                 "live_targets", "faults", "embedder")
+LONGEST_FIRST = ("dynamics", "matrix", "backends", "leakage", "fidelity", "propagation",
+                 "verdict", "live_targets", "contradiction", "separation", "scale",
+                 "provenance", "faults", "embedder")
 
 
 def build_section(key: str, context: Context) -> SectionOutput:
@@ -106,6 +106,7 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
     if unknown:
         raise ValueError(f"no run named {', '.join(unknown)} under {traces_root}")
     out_dir.mkdir(parents=True, exist_ok=True)
+    remove_old_figures(out_dir / "figures")
     context = Context(traces_root, out_dir, tuple(run_ids or ()))
     outputs = build_sections(context, list(sections.REGISTRY), jobs)
     reproduction = out_dir / REPRODUCTION
@@ -134,6 +135,18 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
     }
     built["index"] = html_report.write_index(built)
     return built
+
+
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def remove_old_figures(figures_dir: Path) -> None:
+    """The figures an earlier build drew: every figure is drawn again, so a file left from
+    a renamed figure or a dropped format would only be a stale picture the page could link."""
+    if figures_dir.is_dir():
+        for path in figures_dir.iterdir():
+            if path.suffix in FIGURE_SUFFIXES and path.is_file():
+                path.unlink()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

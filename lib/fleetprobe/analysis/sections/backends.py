@@ -540,10 +540,8 @@ def _fit_margins(fig: Figure, ylabels: list[str], xlabels: list[str], rotation: 
 def _save_png(fig: Figure, out_dir: Path, name: str, dpi: float | None = None) -> Path:
     """`<name>.png` (no date or software version in it: the same bytes every build). PNG
     only: the page and the notebook show these figures, nothing reads a PDF of them, and the
-    PDF cost as long again to draw; one an older build left is removed, so the page never
-    links a stale one."""
+    PDF cost as long again to draw."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{name}.pdf").unlink(missing_ok=True)
     path = out_dir / f"{name}.png"
     fig.savefig(path, dpi=dpi or "figure", metadata={"Software": None})
     plt.close(fig)

@@ -410,9 +410,8 @@ PANEL_TOP, PANEL_BOTTOM, PANEL_GAP = 0.22, 1.0, 0.15
 HEATMAP_DPI = 130
 LABEL_SIZE = 5
 # PNG only: the cells are an image in any format, and a PDF of the panels took as long to
-# draw as the PNG; a PDF an older build left is removed, so no page links a stale one
+# draw as the PNG
 HEATMAP_FILE = "matrix_heatmap.png"
-STALE = ("matrix_heatmap.pdf",)
 
 
 def heatmap_grids(cells: pd.DataFrame, targets: list[str], whos: list[str], paths: list[str],
@@ -511,8 +510,6 @@ def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
         image.alpha_composite(strips[kind], (round(left * HEATMAP_DPI),
                                              round(top * HEATMAP_DPI)))
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in STALE:
-        (out_dir / name).unlink(missing_ok=True)
     path = out_dir / HEATMAP_FILE
     image.convert("RGB").save(path, format="PNG")  # no metadata: the same bytes every build
     return [path]
