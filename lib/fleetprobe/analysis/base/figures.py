@@ -102,13 +102,18 @@ def bars_with_ci(ax, frame: pd.DataFrame, x: str, x_order: list[str], hue: str,
     indexed = frame.set_index([x, hue])
     crowded = len(hue_order) > 5  # horizontal k/n labels of narrow bars run into each other
     for group, container in zip(hue_order, ax.containers, strict=False):
-        for x_value, bar in zip(x_order, container, strict=False):
-            if (x_value, group) not in indexed.index:
-                continue
-            row = indexed.loc[(x_value, group)]
-            centre = bar.get_x() + bar.get_width() / 2
-            ax.errorbar(centre, row.rate, yerr=[[row.rate - row.low], [row.high - row.rate]],
-                        color="black", capsize=3, linewidth=1)
+        shown = [(bar, indexed.loc[(x_value, group)])
+                 for x_value, bar in zip(x_order, container, strict=False)
+                 if (x_value, group) in indexed.index]
+        if not shown:
+            continue
+        centres = [bar.get_x() + bar.get_width() / 2 for bar, _ in shown]
+        rows = [row for _, row in shown]
+        # one errorbar per group (its whiskers as one collection), not one per bar
+        ax.errorbar(centres, [r.rate for r in rows],
+                    yerr=[[r.rate - r.low for r in rows], [r.high - r.rate for r in rows]],
+                    fmt="none", ecolor="black", capsize=3, elinewidth=1, capthick=1)
+        for centre, row in zip(centres, rows, strict=True):
             ax.annotate(f"{int(row.k)}/{int(row.n)}", (centre, row.high), ha="center",
                         va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points",
                         rotation=90 if crowded else 0)
