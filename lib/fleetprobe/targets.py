@@ -34,11 +34,11 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fleetprobe.client import Credential, MemClawClient
+from fleetprobe.labels import DEFAULT_EMBEDDER_NAMES, default_label  # noqa: F401 - re-exported
 
 ENV_URL = "MEMCLAW_API_URL"
 ENV_KEY = "MEMCLAW_API_KEY"
@@ -133,22 +133,6 @@ def _check_known_profile(profile: str) -> None:
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; the bundled server has "
                          f"{', '.join(sorted(PROFILES))}")
-
-
-DEFAULT_EMBEDDER_NAMES = frozenset({None, "hashing", "hashing-sha256"})
-
-
-def default_label(kind: str | None, profile: str | None, version: str | None,
-                  base_url: str | None, embedder: str | None = None) -> str:
-    """The bundled server's profile (plus ` +<embedder>` when it is not the default hashing
-    embedder, so an embedder ablation is its own label); for a live endpoint
-    `live <version> @ <host:port>`."""
-    if kind == "backend" and profile:
-        return profile
-    if kind == "reference" and profile:
-        return profile if embedder in DEFAULT_EMBEDDER_NAMES else f"{profile} +{embedder}"
-    host = urlsplit(base_url or "").netloc or "unknown-host"
-    return f"live {version or 'unknown-version'} @ {host}"
 
 
 @dataclass

@@ -19,9 +19,10 @@ from datetime import UTC, datetime
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetprobe.client import Result, not_supported
+if TYPE_CHECKING:  # the analysis reads EVENTS.md through this module: no HTTP client for it
+    from fleetprobe.client import Result
 
 EVENTS_MD = Path(__file__).with_name("EVENTS.md")
 COMMON_FIELDS = (
@@ -230,6 +231,8 @@ class Trace:
             raise ValueError(
                 f"{self.experiment}/{phase}: fields {sorted(unknown)} are not in EVENTS.md"
             )
+        from fleetprobe.client import not_supported  # a recorded run has the client loaded
+
         unsupported = not_supported(result) if result is not None else None
         shape = _op_shape(result.op) if result is not None else None
         if unsupported is None and na is not None:

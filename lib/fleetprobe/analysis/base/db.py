@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from fleetprobe.targets import default_label
+from fleetprobe.labels import default_label
 from fleetprobe.trace import COMMON_FIELDS, EVENTS_FILES, events_file, phase_fields
 
 # metrics.sql stays at the package's face: the one file a reviewer audits every metric in
