@@ -115,6 +115,26 @@ class VectorIndex:
         self._blocks.setdefault(tenant_id, {})[unit] = Block(
             np.asarray(rowids, dtype=np.int64), matrix)
 
+    def load_matrix(self, tenant_id: str, unit: Unit, rowids: np.ndarray,
+                    matrix: np.ndarray) -> None:
+        self._blocks.setdefault(tenant_id, {})[unit] = Block(
+            np.asarray(rowids, dtype=np.int64), matrix.reshape(-1, self.dim))
+
+    def place(self, tenant_id: str, unit: Unit, rowid: int, vector: np.ndarray | None) -> None:
+        """A row's current unit and vector as read back from a shared store (PostgreSQL: a
+        row another process may have written or moved): out of every other loaded block,
+        into its unit's if loaded; `vector` None (no embedding) takes it out of all."""
+        fleets = self._fleets.get(tenant_id)
+        if fleets is not None and unit != ORG and vector is not None:
+            fleets.add(unit[1])
+        for held, block in self._blocks.get(tenant_id, {}).items():
+            if held == unit and vector is not None:
+                at = block.position.get(rowid)
+                if at is None or not np.array_equal(block.matrix[at], vector):
+                    block.put(rowid, vector.astype(np.float32, copy=False))
+            else:
+                block.remove(rowid)
+
     def put(self, tenant_id: str, unit: Unit, rowid: int, vector: np.ndarray,
             was: Unit | None = None) -> None:
         """A row's vector (new, replaced, or moved from unit `was`). Units not loaded yet
