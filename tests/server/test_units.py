@@ -124,3 +124,48 @@ def test_every_profile_names_known_steps_and_differs_where_documented() -> None:
     assert diff == [("check_near_duplicate", "check_near_duplicate_unless_single_valued_triple")]
     with pytest.raises(ValueError, match="unknown profile"):
         get_profile("memclaw-2099")
+
+
+def _worst_case_rows(query: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """Rows whose int8 codes understate their cosine with `query` by all but 0.05 % of the
+    bound `vectors.ranked` allows: every component but the largest sits just short of half a
+    quantization step from its code, on the side that lowers the product."""
+    dim = query.size
+    step = 0.2 / 127
+    codes = rng.integers(-100, 101, size=(count, dim)).astype(np.float32)
+    rows = step * (codes + 0.4995 * np.sign(query))
+    rows[:, 0] = 127 * step  # the largest component, exact: the row's scale is `step`
+    return rows.astype(np.float32)
+
+
+def test_int8_prefilter_ranks_exactly_what_the_float_product_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quantized prefilter (int8 codes, compiled kernel) keeps every row the float32
+    product puts at or above the gate, even rows its rounding understates by nearly the
+    whole error bound; the ranking (rowids, order, cosines) is the float path's."""
+    from reference_server.storage import vectors
+
+    assert vectors.int8_dots(wait=True) is not None, "numba kernel"
+    rng = np.random.default_rng(3)
+    query = rng.standard_normal(384).astype(np.float32)
+    query /= np.linalg.norm(query)
+    plain = rng.standard_normal((3000, 384)).astype(np.float32)
+    plain /= np.linalg.norm(plain, axis=1, keepdims=True)
+    worst = _worst_case_rows(query, 40, rng)
+    matrix = np.concatenate([plain, worst])
+    index = vectors.VectorIndex(384)
+    index.load_matrix("t", vectors.ORG, np.arange(len(matrix)), matrix)
+    snapshots = index.snapshots("t", [vectors.ORG])
+    true = worst @ query
+    codes, scales = vectors.quantized(worst)
+    assert np.all((codes @ query) * scales < true - 0.4 * scales * np.abs(query).sum())
+    for gate in (float(np.median(true)), float(true.min()), 0.05):
+        with_kernel = list(vectors.ranked(snapshots, query, gate, first=None))
+        monkeypatch.setattr(vectors, "int8_dots", lambda: None)
+        plain_path = list(vectors.ranked(snapshots, query, gate, first=None))
+        monkeypatch.undo()
+        got = np.concatenate([r for r, _ in with_kernel])
+        want = np.concatenate([r for r, _ in plain_path])
+        assert got.tolist() == want.tolist() and len(want) >= 20, gate
+        assert np.allclose(np.concatenate([s for _, s in with_kernel]),
+                           np.concatenate([s for _, s in plain_path]), atol=1e-6)
