@@ -700,3 +700,34 @@ def test_postgres_keeps_an_hnsw_index_only_for_hnsw_search(
     sims = {i: float(np.frombuffer(v["embedding"], dtype=np.float32) @ query)
             for i, v in vectors.items()}
     assert got == sorted((i for i, s in sims.items() if s >= 0.5), key=lambda i: -sims[i])
+
+
+def test_postgres_large_seed_rebuilds_every_secondary_index_as_it_was(
+        backend: str, store: Storage) -> None:
+    """A large seed (as many rows as a quarter of the table, at least 5,000) drops the
+    table's secondary indexes, copies and builds each again after the copy (a sorted build,
+    not a million scattered inserts): afterwards the same indexes exist with the same
+    definitions, as new relations; a small seed onto a large table keeps them as they were."""
+    if backend != "postgres":
+        pytest.skip("PostgreSQL's indexes")
+    rng = np.random.default_rng(31)
+
+    def indexes() -> dict[str, tuple[int, str]]:
+        return {r["relname"]: (r["oid"], r["def"]) for r in store._all(  # type: ignore[attr-defined]
+            "SELECT c.relname, c.oid, pg_get_indexdef(c.oid) AS def FROM pg_index x "
+            "JOIN pg_class c ON c.oid = x.indexrelid WHERE x.indrelid = 'memories'::regclass")}
+
+    store.insert_many([memory("first")], [unit(rng)])
+    before = indexes()
+    rows = [memory(f"s{i:05d}", fleet_id=f"f{i % 3}") for i in range(5_000)]
+    store.insert_many(rows, [unit(rng) for _ in rows])
+    after = indexes()
+    assert {k: d for k, (_, d) in after.items()} == {k: d for k, (_, d) in before.items()}
+    keys = {"memories_pkey", "memories_rowid_key"}
+    assert all(after[k][0] == before[k][0] for k in keys)
+    assert all(after[k][0] != before[k][0] for k in set(before) - keys)
+    assert len(set(before) - keys) >= 7
+    few = [memory(f"t{i:05d}") for i in range(2_000)]
+    store.insert_many(few, [unit(rng) for _ in few])
+    assert indexes() == after
+    assert [r["id"] for r, _ in store.similar_rows("t1", unit(rng), -2.0)][:1]
