@@ -57,7 +57,9 @@ from .vectors import ORG, Unit, VectorIndex, ranked, unit_of, units_in_scope
 # vectors are near-orthogonal, a case HNSW navigates badly: at 100k rows a filtered HNSW
 # search missed rows exact search returns (benchmarks/bench_recall.py measures it), which
 # would change what a probe sees, so exactness is the default and HNSW an opt-in
-# (`--vector-search hnsw`) for real sentence embeddings.
+# (`--vector-search hnsw`) for real sentence embeddings, walked for searches over a whole
+# tenant only: a fleet-scoped search is ranked exactly in either mode (`scoped_by_index`
+# walks the index for those too: what bench_recall.py measures as the index's misses).
 VECTOR_SEARCH = ("exact", "hnsw")
 DEFAULT_VECTOR_SEARCH = "exact"
 # HNSW search breadth and the iterative scan that keeps filtered queries complete;
