@@ -169,3 +169,27 @@ def test_int8_prefilter_ranks_exactly_what_the_float_product_does(
         assert got.tolist() == want.tolist() and len(want) >= 20, gate
         assert np.allclose(np.concatenate([s for _, s in with_kernel]),
                            np.concatenate([s for _, s in plain_path]), atol=1e-6)
+
+
+def test_a_block_grown_by_puts_keeps_its_int8_codes_in_step(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows put one by one into a block that outgrows its arrays (and replaced, leaving
+    tombstones) are ranked by the int8 path exactly as by the float32 product."""
+    from reference_server.storage import vectors
+
+    assert vectors.int8_dots(wait=True) is not None, "numba kernel"
+    rng = np.random.default_rng(5)
+    index = vectors.VectorIndex(64)
+    index.load_matrix("t", vectors.ORG, np.zeros(0, dtype=np.int64),
+                      np.zeros((0, 64), dtype=np.float32))
+    for rowid in range(300):  # the block starts with room for 64
+        v = rng.standard_normal(64).astype(np.float32)
+        index.put("t", vectors.ORG, rowid % 250, v / np.linalg.norm(v))
+    query = rng.standard_normal(64).astype(np.float32)
+    query /= np.linalg.norm(query)
+    snapshots = index.snapshots("t", [vectors.ORG])
+    got = list(vectors.ranked(snapshots, query, 0.1, first=None))
+    monkeypatch.setattr(vectors, "int8_dots", lambda: None)
+    want = list(vectors.ranked(snapshots, query, 0.1, first=None))
+    assert [r.tolist() for r, _ in got] == [r.tolist() for r, _ in want]
+    assert sum(len(r) for r, _ in want) >= 10
