@@ -222,13 +222,9 @@ TENANT_BLOCKS = """WITH RECURSIVE b AS (
 SELECT scope_block FROM b WHERE scope_block IS NOT NULL"""
 
 
-def unit_block(unit: Unit) -> tuple[str, str]:
-    """The scope block holding a unit's rows, and the condition that picks them out of it."""
-    if unit == ORG:
-        return "", " AND visibility = 'scope_org'"
-    if unit[1] is None:
-        return "", " AND visibility <> 'scope_org'"
-    return f"f:{unit[1]}", ""
+def unit_block(unit: Unit) -> str:
+    """The scope block holding a unit's rows (block '' holds two: fleet-less and ORG)."""
+    return "" if unit == ORG or unit[1] is None else f"f:{unit[1]}"
 
 
 ROW_COLUMNS = "rowid AS _rowid, " + ", ".join(MEMORY_COLUMNS)
@@ -654,9 +650,9 @@ class PostgresStorage:
             scope = visible.fleet_scope if visible is not None else None
             units = (units_in_scope(scope, fleets) if scope is not None
                      else [("fleet", f) for f in fleets] + [ORG])
-            for unit in units:
-                if not self.index.loaded(tenant_id, unit):
-                    self._load_unit(conn, tenant_id, unit)
+            missing = [u for u in units if not self.index.loaded(tenant_id, u)]
+            if missing:
+                self._load_units(conn, tenant_id, missing)
             return self.index.snapshots(tenant_id, units)
 
     def _catch_up(self, conn: psycopg.Connection, tenant_id: str) -> None:
@@ -689,15 +685,25 @@ class PostgresStorage:
                                  r["rowid"], vector)
         self._caught_up[tenant_id] = low
 
-    def _load_unit(self, conn: psycopg.Connection, tenant_id: str, unit: Unit) -> None:
-        block, condition = unit_block(unit)
+    def _load_units(self, conn: psycopg.Connection, tenant_id: str,
+                    units: Sequence[Unit]) -> None:
+        """The units' vectors, in one statement (a search over many small fleets' units is
+        one round trip), each unit in rowid order; a unit with no row loads empty."""
         cur = conn.cursor(binary=True, row_factory=tuple_row)
         cur.adapters.register_loader(self._vector_oid, _RawVectorLoader)
-        rows = cur.execute("SELECT rowid, embedding FROM memories WHERE tenant_id = %s "
-                           f"AND scope_block = %s{condition} AND embedding IS NOT NULL "
-                           "ORDER BY rowid", (tenant_id, block)).fetchall()
-        self.index.load_matrix(tenant_id, unit, np.asarray([r[0] for r in rows], dtype=np.int64),
-                               _matrix([r[1] for r in rows], self.dim))
+        rows = cur.execute("SELECT rowid, fleet_id, visibility, embedding FROM memories "
+                           "WHERE tenant_id = %s AND scope_block = ANY(%s) "
+                           "AND embedding IS NOT NULL ORDER BY rowid",
+                           (tenant_id, sorted({unit_block(u) for u in units}))).fetchall()
+        found: dict[Unit, list[tuple]] = {u: [] for u in units}
+        for r in rows:
+            held = found.get(unit_of(r[1], r[2]))
+            if held is not None:  # block '' also holds the unit not asked for
+                held.append(r)
+        for unit, unit_rows in found.items():
+            self.index.load_matrix(
+                tenant_id, unit, np.asarray([r[0] for r in unit_rows], dtype=np.int64),
+                _matrix([r[3] for r in unit_rows], self.dim))
 
     def _index_walk(self, tenant_id: str, vector: np.ndarray, min_similarity: float,
                     visible: RowFilter | None, first_page: int) -> Iterator[tuple[dict, float]]:
