@@ -329,8 +329,11 @@ class PostgresStorage:
         self._generation = 0  # bumped by `tune`: a connection set up earlier is set again
         # hnsw: a fleet-scoped search walks the index too (else it is ranked exactly)
         self.scoped_by_index = False
-        self.index = VectorIndex(dim)  # the searched blocks' vectors, guarded by _index_lock
-        self._index_lock = threading.Lock()
+        # the searched blocks' vectors; a tenant's are read and changed under its own lock
+        # (`_tenant_lock`: one tenant's first load of 1M rows holds no other tenant's search)
+        self.index = VectorIndex(dim)
+        self._tenant_locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
         self._caught_up: dict[str, int] = {}  # tenant -> the xid its catch-ups start from
         self._pool = ConnectionPool(url, min_size=min(POOL_MIN, pool_size), max_size=pool_size,
                                     kwargs={"autocommit": True, "row_factory": dict_row},
@@ -531,8 +534,8 @@ class PostgresStorage:
                 self._build_indexes(cur, hnsw, dropped)
         with self._conn() as conn:
             conn.execute("VACUUM (ANALYZE) memories")
-        with self._index_lock:
-            for tenant_id in {r["tenant_id"] for r in rows}:
+        for tenant_id in {r["tenant_id"] for r in rows}:
+            with self._tenant_lock(tenant_id):
                 self.index.forget(tenant_id)
                 self._caught_up.pop(tenant_id, None)
 
@@ -644,7 +647,7 @@ class PostgresStorage:
         """Snapshots of the units `visible` can admit rows from (every unit without a fleet
         scope), caught up with the table and loaded on first use; `ranked` multiplies them
         outside the lock."""
-        with self._index_lock, self._conn() as conn:
+        with self._tenant_lock(tenant_id), self._conn() as conn:
             self._catch_up(conn, tenant_id)
             fleets = self.index.fleets(tenant_id) or {None}
             scope = visible.fleet_scope if visible is not None else None
@@ -654,6 +657,10 @@ class PostgresStorage:
             if missing:
                 self._load_units(conn, tenant_id, missing)
             return self.index.snapshots(tenant_id, units)
+
+    def _tenant_lock(self, tenant_id: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._tenant_locks.setdefault(tenant_id, threading.Lock())
 
     def _catch_up(self, conn: psycopg.Connection, tenant_id: str) -> None:
         """Bring the tenant's loaded blocks up to the table, in one round trip: the rows whose

@@ -120,8 +120,9 @@ class Block:
 
 class VectorIndex:
     """Per tenant: its units' blocks, loaded lazily by the store, and the fleets it has rows
-    in (None until the store has told it). Not thread-safe: the store holds its lock around
-    every call; `ranked` runs on snapshots, outside the lock."""
+    in (None until the store has told it). Calls for one tenant must not overlap: the store
+    holds its lock (SQLite) or that tenant's (PostgreSQL) around every call; calls for two
+    tenants touch only their own entries. `ranked` runs on snapshots, outside the lock."""
 
     def __init__(self, dim: int) -> None:
         self.dim = dim

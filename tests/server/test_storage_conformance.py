@@ -731,3 +731,39 @@ def test_postgres_large_seed_rebuilds_every_secondary_index_as_it_was(
     store.insert_many(few, [unit(rng) for _ in few])
     assert indexes() == after
     assert [r["id"] for r, _ in store.similar_rows("t1", unit(rng), -2.0)][:1]
+
+
+def test_postgres_one_tenants_block_load_holds_no_other_tenants_search(
+        backend: str, store: Storage, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks are loaded under the tenant's own lock: while one tenant's first search is
+    still loading (at 1M rows, seconds), another tenant's search is answered."""
+    if backend != "postgres":
+        pytest.skip("PostgreSQL's per-tenant block locks")
+    import threading
+
+    rng = np.random.default_rng(37)
+    store.insert_many([memory("a1"), memory("b1", tenant="t2")], [unit(rng), unit(rng)])
+    loading, release = threading.Event(), threading.Event()
+    real = store._load_units  # type: ignore[attr-defined]
+
+    def slow_for_t1(conn: object, tenant_id: str, units: object) -> None:
+        if tenant_id == "t1":
+            loading.set()
+            assert release.wait(30)
+        real(conn, tenant_id, units)
+
+    monkeypatch.setattr(store, "_load_units", slow_for_t1)
+    first = threading.Thread(target=lambda: list(store.similar_rows("t1", unit(rng), -2.0)))
+    first.start()
+    other: list[str] = []
+    second = threading.Thread(target=lambda: other.extend(
+        r["id"] for r, _ in store.similar_rows("t2", unit(rng), -2.0)))
+    try:
+        assert loading.wait(30)
+        second.start()
+        second.join(10)  # t1's load is still held: t2 must not wait for it
+        assert not second.is_alive() and other == ["b1"]
+    finally:
+        release.set()
+        first.join(30)
+        second.join(30)
