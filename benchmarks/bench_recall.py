@@ -6,16 +6,18 @@ The search path ranks the first 2 x top_k visible rows (top_k 5 in every experim
 sees. For sampled queries of the benchmark's shape (six words of a stored row, one fleet in
 scope, 1/8 of the rows readable) this compares `Storage.similar_rows` (the scope predicate
 applied by the store) with an exact scan in numpy over every stored vector under the Python
-scope rule. Settings: SQLite (exact, in-memory fleet blocks), PostgreSQL `exact` (the scope
-in the SQL, true distances) and PostgreSQL `hnsw` at several `hnsw.ef_search` values (the
-iterative scan on). Recall is over the rows a search can return, those at or above the
+scope rule. Settings: SQLite (exact, in-memory fleet blocks), PostgreSQL `exact` (the same
+ranking over the scope's blocks, kept in memory from the table), a PostgreSQL `hnsw` store as
+the server runs it (fleet-scoped searches ranked exactly, `walk` no) and the HNSW index walk
+itself (`walk` yes: the scope in the SQL) at several `hnsw.ef_search` values (the iterative
+scan on). Recall is over the rows a search can return, those at or above the
 profile's cosine gate ("gated"); a miss is a readable row the search did not return.
 
     python benchmarks/bench_recall.py [--sizes 10000 100000] [--million] [--queries 200]
         [--stores sqlite postgres] [--ef 40 100 200 400] [--json FILE]
 
 `--json` writes one row per (store, size, setting): {"store", "n", "mode", "ef_search",
-"server_default", "recall_gated_at_10", "recall_gated_at_40", "p50_ms", "gated_rows",
+"index_walk", "server_default", "recall_gated_at_10", "recall_gated_at_40", "p50_ms", "gated_rows",
 "load"}, the evidence behind the report's scale section.
 """
 
@@ -54,14 +56,14 @@ KS = (10, 40)  # 2 x top_k for top_k 5 (leakage, propagation) and 20 (stale read
 DIM = 384
 
 
-def settings(store: str, efs: list[int]) -> Iterator[tuple[str, int | None]]:
-    """(mode, ef_search) of each setting measured on a store."""
+def settings(store: str, efs: list[int]) -> Iterator[tuple[str, int | None, bool]]:
+    """(mode, ef_search, index walk for scoped searches) of each setting measured."""
+    yield "exact", None, False
     if store == "sqlite":
-        yield "exact", None
         return
-    yield "exact", None
+    yield "hnsw", storage_pg.EF_SEARCH, False
     for ef in efs:
-        yield "hnsw", ef
+        yield "hnsw", ef, True
 
 
 def is_server_default(store: str, mode: str, ef: int | None) -> bool:
@@ -134,21 +136,23 @@ def run_size(store_kind: str, n: int, args: argparse.Namespace) -> list[dict]:
         seed_s = time.perf_counter() - start
         rng = random.Random(args.seed + 2)
         queries = [rng.choice(seeded.rows) for _ in range(args.queries)]
-        for mode, ef in settings(store_kind, args.ef):
+        for mode, ef, walk in settings(store_kind, args.ef):
             store = open_storage(db, DIM, mode)
             try:
                 if ef is not None:
                     store.tune(**{"hnsw.ef_search": ef})  # type: ignore[attr-defined]
+                    store.scoped_by_index = walk  # type: ignore[attr-defined]
                 if not out:
                     rows, vectors = stored_rows(store, seeded.tenant_id)
                 row = {"store": store_kind, "n": n, "mode": mode, "ef_search": ef,
+                       "index_walk": walk,
                        "server_default": is_server_default(store_kind, mode, ef),
                        **measure(store, seeded, rows, vectors, queries),
                        "load": os.getloadavg()[0], "seed_s": seed_s}
             finally:
                 store.close()
             out.append(row)
-            print(f"{store_kind:>8} {n:>9,} {mode:>6} {ef or '-':>5} "
+            print(f"{store_kind:>8} {n:>9,} {mode:>6} {ef or '-':>5} {'yes' if walk else 'no':>4} "
                   f"{'*' if row['server_default'] else ' '} "
                   f"{row['recall_gated_at_10']:>8.4f} {row['recall_gated_at_40']:>8.4f} "
                   f"{row['p50_ms']:>8.2f} {row['gated_rows']:>7} {row['load']:>5.1f}",
@@ -172,8 +176,8 @@ def main() -> None:
     print(f"scoped recall@k vs exact over readable rows; fleet-scoped queries, cosine gate "
           f"{get_profile(PROFILE).min_similarity}; HNSW m 16, ef_construction 64, iterative "
           f"scan {storage_pg.ITERATIVE_SCAN}; * = the server's default; cores {os.cpu_count()}")
-    print(f"{'store':>8} {'n':>9} {'mode':>6} {'ef':>5}   {'gated@10':>8} {'gated@40':>8} "
-          f"{'p50 ms':>8} {'gated':>7} {'load':>5}")
+    print(f"{'store':>8} {'n':>9} {'mode':>6} {'ef':>5} {'walk':>4}   {'gated@10':>8} "
+          f"{'gated@40':>8} {'p50 ms':>8} {'gated':>7} {'load':>5}")
     results: list[dict] = []
     for n in sizes:
         for store_kind in args.stores:

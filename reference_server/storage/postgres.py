@@ -1,13 +1,17 @@
 """PostgreSQL + pgvector storage behind the `Storage` protocol (what MemClaw runs on).
 
 `python -m reference_server --db postgresql://...` selects it. The schema is created at start
-(idempotent). Similarity is pgvector's inner product over unit vectors (= cosine); a scoped
-search puts the scope predicate into the SQL query, as MemClaw does, rendered by
-`scope.search_predicate_sql` beside the Python rule it mirrors. Search is exact by default,
-over the index entries of the caller's scope only (SCOPE_BLOCK); `hnsw` walks an HNSW index
-(built only for a store opened in that mode), whose iterative scan keeps a filtered query
-from returning fewer rows than exist (pgvector >= 0.8) but not from missing near rows (see
-VECTOR_SEARCH).
+(idempotent). Similarity is the inner product over unit vectors (= cosine). Search is exact by
+default: the vectors of the caller's scope blocks (SCOPE_BLOCK: a fleet's rows, or the
+fleet-less and org-wide rows) are ranked in this process by numpy (`vectors.py`, as the SQLite
+store does), from blocks loaded from the table on first use and kept current from it before
+every search (`_catch_up`: every row whose vector or block a transaction changed carries that
+transaction's id, so another server writing to the same database is followed too); the rows
+are then read by rowid and judged by the scope rule. `hnsw` walks an HNSW index (built only for
+a store opened in that mode) with the scope predicate in the SQL, as MemClaw does
+(`scope.search_predicate_sql`), for searches over a whole tenant; a fleet-scoped search, whose
+readable rows a filtered index walk can miss (see VECTOR_SEARCH), is ranked exactly there too
+unless `scoped_by_index` is set (bench_recall.py measures the index walk that way).
 
 Timestamps stay ISO-8601 text, as in SQLite, so ordering and comparisons are the same on both
 backends; `metadata` stays JSON text for the same reason.
@@ -18,7 +22,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Collection, Iterator, Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -26,8 +31,11 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.abc import Buffer
-from psycopg.rows import dict_row
-from psycopg.types.string import StrBinaryDumper, StrDumperUnknown, TextLoader
+from psycopg.adapt import Loader
+from psycopg.pq import Format
+from psycopg.rows import dict_row, tuple_row
+from psycopg.types import TypeInfo
+from psycopg.types.string import StrBinaryDumper, StrDumperUnknown, TextBinaryLoader, TextLoader
 from psycopg_pool import ConnectionPool
 
 from .protocol import RowFilter
@@ -42,13 +50,16 @@ from .rows import (
     list_where,
     now_iso,
 )
+from .vectors import ORG, Unit, VectorIndex, ranked, unit_of, units_in_scope
 
 # Similarity search: `exact` (the default) ranks every row the caller's scope can admit by
 # true distance; `hnsw` walks the HNSW index (approximate). With the kit's hashing embedder the
 # vectors are near-orthogonal, a case HNSW navigates badly: at 100k rows a filtered HNSW
 # search missed rows exact search returns (benchmarks/bench_recall.py measures it), which
 # would change what a probe sees, so exactness is the default and HNSW an opt-in
-# (`--vector-search hnsw`) for real sentence embeddings.
+# (`--vector-search hnsw`) for real sentence embeddings, walked for searches over a whole
+# tenant only: a fleet-scoped search is ranked exactly in either mode (`scoped_by_index`
+# walks the index for those too: what bench_recall.py measures as the index's misses).
 VECTOR_SEARCH = ("exact", "hnsw")
 DEFAULT_VECTOR_SEARCH = "exact"
 # HNSW search breadth and the iterative scan that keeps filtered queries complete;
@@ -57,9 +68,15 @@ EF_SEARCH = 100
 ITERATIVE_SCAN = "strict_order"
 MAX_SCAN_TUPLES = 100_000
 LONG_FLEET_LIST = 256  # longer `fleet_ids` lists are cut to the tenant's fleets first
-# A bulk seed this large drops the HNSW and scope indexes, copies, and rebuilds them (much
-# faster); the HNSW build's memory is capped here (the graph of 1M 384-d rows: about 2.5 GB).
+# A bulk seed this large (and at least a quarter of the rows already stored) drops the
+# secondary indexes, copies, and rebuilds them (much faster); the HNSW build's memory is
+# capped here (the graph of 1M 384-d rows: about 2.5 GB).
 BULK_REBUILD_ROWS = 5_000
+# The table's indexes other than its keys' (those enforce uniqueness as the rows arrive).
+SECONDARY_INDEXES = """SELECT i.relname AS name, pg_get_indexdef(i.oid) AS definition
+FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+WHERE x.indrelid = 'memories'::regclass
+AND NOT EXISTS (SELECT FROM pg_constraint c WHERE c.conindid = x.indexrelid)"""
 HNSW_BUILD_MAX_MB = 8192
 # Connections per server process: searches run on worker threads, each on its own pooled
 # connection, so 2 cores (and the database's own processes) serve them side by side.
@@ -130,9 +147,16 @@ CREATE INDEX IF NOT EXISTS ix_memories_supersedes ON memories (supersedes_id);
 CREATE INDEX IF NOT EXISTS ix_memories_request ON memories (tenant_id, client_request_id);
 ALTER TABLE memories ADD COLUMN IF NOT EXISTS scope_block TEXT
     GENERATED ALWAYS AS ({SCOPE_BLOCK}) STORED;
-ALTER TABLE memories ADD COLUMN IF NOT EXISTS embedding_half halfvec({dim})
-    GENERATED ALWAYS AS (embedding::halfvec({dim})) STORED;
-{scope_index_sql(dim)}
+ALTER TABLE memories DROP COLUMN IF EXISTS embedding_half;
+DROP INDEX IF EXISTS ix_memories_scope;
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec_xid xid8 NOT NULL
+    DEFAULT pg_current_xact_id();
+CREATE OR REPLACE FUNCTION memories_vec_xid() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN NEW.vec_xid := pg_current_xact_id(); RETURN NEW; END $$;
+CREATE OR REPLACE TRIGGER memories_vec_xid BEFORE UPDATE OF embedding, fleet_id, visibility
+    ON memories FOR EACH ROW EXECUTE FUNCTION memories_vec_xid();
+{BLOCK_INDEX}
+{VEC_XID_INDEX}
 CREATE TABLE IF NOT EXISTS entities (
     id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
@@ -172,35 +196,35 @@ CREATE TABLE IF NOT EXISTS idempotency (
 # distance. m / ef_construction are pgvector's defaults.
 HNSW_INDEX = ("CREATE INDEX IF NOT EXISTS ix_memories_embedding ON memories "
               "USING hnsw (embedding vector_ip_ops) WITH (m = 16, ef_construction = 64);")
-# Exact scoped search, fast: a fleet-scoped caller can read only rows of its fleets, fleet-less
-# rows and `scope_org` rows (rule 4; `RowFilter.fleet_scope`). `scope_block` names that
-# partition of a row ('' for fleet-less and org-wide rows, 'f:<fleet>' otherwise), and a btree
-# on (tenant, block) carrying every column the scope predicate reads and the vector at half
-# precision (`embedding_half`) lets a search read only its blocks' entries (adjacent in the
-# index whatever order the rows were written in; no heap visit) to find the rows that can
-# clear its cosine gate. Those few are then ranked by their full-precision vectors: exact.
-# A half-precision cosine of unit vectors is within about 1e-3 of the true one (each
-# component rounded to 11 significant bits: |q.dv| + |dq.v| <= 2 * 2^-11, plus the float32
-# sum), so prefiltering at gate - HALF_MARGIN keeps every row at or above the gate.
+# Exact scoped search: a fleet-scoped caller can read only rows of its fleets, fleet-less rows
+# and `scope_org` rows (rule 4; `RowFilter.fleet_scope`). `scope_block` names that partition
+# of a row ('' for fleet-less and org-wide rows, 'f:<fleet>' otherwise); the store keeps the
+# vectors of the blocks searched in memory (vectors.py's units: block '' holds two, the
+# fleet-less unit and ORG), loads a block by ix_memories_block on first use, and follows
+# changes by `vec_xid`: the id of the transaction that inserted the row or last changed its
+# vector or block (the column's default and a trigger: every writer, any process).
 SCOPE_BLOCK = ("CASE WHEN fleet_id IS NULL OR visibility = 'scope_org' THEN '' "
                "ELSE 'f:' || fleet_id END")
-SCOPE_COLUMNS = ("rowid", "fleet_id", "agent_id", "visibility", "status", "deleted_at",
-                 "expires_at", "memory_type", "ts_valid_start")
-HALF_MARGIN = 0.01
-# A btree entry holds at most ~2.7 kB: above this many dimensions the index leaves the vector
-# out (each entry's heap row is visited: correct, slower).
-SCOPE_INDEX_MAX_DIM = 1200
+BLOCK_INDEX = "CREATE INDEX IF NOT EXISTS ix_memories_block ON memories (tenant_id, scope_block);"
+VEC_XID_INDEX = "CREATE INDEX IF NOT EXISTS ix_memories_vec_xid ON memories (tenant_id, vec_xid);"
+# Every transaction below this id had ended when the statement's snapshot was taken: a
+# catch-up from it reads every row committed since, however late a transaction commits.
+OLDEST_OPEN_XID = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS low"
+# A catch-up larger than this drops the tenant's blocks instead (reloaded on use).
+CATCH_UP_MAX_ROWS = 5_000
+# The tenant's blocks, each found by one index probe (a loose scan of ix_memories_block).
+TENANT_BLOCKS = """WITH RECURSIVE b AS (
+    (SELECT scope_block FROM memories WHERE tenant_id = %(t)s ORDER BY scope_block LIMIT 1)
+    UNION ALL
+    SELECT (SELECT scope_block FROM memories WHERE tenant_id = %(t)s
+            AND scope_block > b.scope_block ORDER BY scope_block LIMIT 1)
+    FROM b WHERE b.scope_block IS NOT NULL)
+SELECT scope_block FROM b WHERE scope_block IS NOT NULL"""
 
 
-def scope_index_sql(dim: int) -> str:
-    carried = [*SCOPE_COLUMNS, "embedding_half"] if dim <= SCOPE_INDEX_MAX_DIM else SCOPE_COLUMNS
-    return ("CREATE INDEX IF NOT EXISTS ix_memories_scope ON memories (tenant_id, scope_block) "
-            f"INCLUDE ({', '.join(carried)});")
-
-
-def scope_blocks(fleet_ids: Collection[str]) -> list[str]:
-    """The blocks a search scoped to `fleet_ids` ranks (see SCOPE_BLOCK)."""
-    return ["", *(f"f:{f}" for f in fleet_ids)]
+def unit_block(unit: Unit) -> str:
+    """The scope block holding a unit's rows (block '' holds two: fleet-less and ORG)."""
+    return "" if unit == ORG or unit[1] is None else f"f:{unit[1]}"
 
 
 ROW_COLUMNS = "rowid AS _rowid, " + ", ".join(MEMORY_COLUMNS)
@@ -241,10 +265,33 @@ class _NulSafeTextLoader(TextLoader):
         return _unescape_nul(super().load(data))
 
 
+class _NulSafeTextBinaryLoader(TextBinaryLoader):
+    def load(self, data: Buffer) -> str:
+        return _unescape_nul(super().load(data))
+
+
 def _register_nul_safe_text(conn: psycopg.Connection) -> None:
     conn.adapters.register_dumper(str, _NulSafeStrDumper)
     conn.adapters.register_dumper(str, _NulSafeStrBinaryDumper)
     conn.adapters.register_loader("text", _NulSafeTextLoader)
+    conn.adapters.register_loader("text", _NulSafeTextBinaryLoader)
+
+
+class _RawVectorLoader(Loader):
+    """A `vector` in binary as its bytes (int16 dim, int16 unused, dim big-endian float32):
+    a block of them becomes one matrix (`_matrix`) without an object per row."""
+
+    format = Format.BINARY
+
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)
+
+
+def _matrix(blobs: Sequence[bytes], dim: int) -> np.ndarray:
+    if not blobs:
+        return np.zeros((0, dim), dtype=np.float32)
+    raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), 4 + 4 * dim)
+    return raw[:, 4:].copy().view(">f4").astype(np.float32)
 
 
 class PostgresStorage:
@@ -265,6 +312,12 @@ class PostgresStorage:
                 if vector_search == "hnsw":  # only a store searched through it keeps one
                     with conn.transaction(), conn.cursor() as cur:
                         self._build_indexes(cur, hnsw=True)
+                # a catch-up (vec_xid >= recent) is a short index range only if the planner
+                # knows the column's values: without statistics (a table filled before the
+                # column existed) it guesses a third of the table and scans all of it
+                if not conn.execute("SELECT EXISTS (SELECT FROM pg_stats WHERE tablename = "
+                                    "'memories' AND attname = 'vec_xid') AS x").fetchone()["x"]:
+                    conn.execute("ANALYZE memories")
             finally:
                 conn.execute("SELECT pg_advisory_unlock(8130013)")
         # Commits stay durable (the server's setting, synchronous_commit on by default): an
@@ -274,10 +327,22 @@ class PostgresStorage:
                           "hnsw.iterative_scan": ITERATIVE_SCAN,
                           "hnsw.max_scan_tuples": str(MAX_SCAN_TUPLES)}
         self._generation = 0  # bumped by `tune`: a connection set up earlier is set again
+        # hnsw: a fleet-scoped search walks the index too (else it is ranked exactly)
+        self.scoped_by_index = False
+        # the searched blocks' vectors; a tenant's are read and changed under its own lock
+        # (`_tenant_lock`: one tenant's first load of 1M rows holds no other tenant's search)
+        self.index = VectorIndex(dim)
+        self._tenant_locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+        self._caught_up: dict[str, int] = {}  # tenant -> the xid its catch-ups start from
         self._pool = ConnectionPool(url, min_size=min(POOL_MIN, pool_size), max_size=pool_size,
                                     kwargs={"autocommit": True, "row_factory": dict_row},
                                     configure=self._configure, open=True, name="fleetprobe")
         self._pool.wait()
+        with self._conn() as conn:
+            info = TypeInfo.fetch(conn, "vector")
+            assert info is not None, "pgvector's type"
+            self._vector_oid = info.oid
 
     def _configure(self, conn: psycopg.Connection) -> None:
         _register_nul_safe_text(conn)
@@ -433,14 +498,15 @@ class PostgresStorage:
 
     def insert_many(self, rows: Sequence[dict], embeddings: Sequence[np.ndarray]) -> None:
         """Seeding (benchmarks, fixtures): binary COPY in one transaction, no jobs. A large
-        seed drops the vector and scope indexes and builds each once after the copy, with
-        memory for the whole HNSW graph and parallel workers (one build at 1M rows instead of
-        a graph that outgrows `maintenance_work_mem` and crawls); then VACUUM, so searches
-        read the scope index without visiting the heap."""
+        seed drops every index of the table but its keys' and builds each once after the copy
+        (a sorted build instead of a million scattered inserts per index), with memory for
+        the whole HNSW graph and parallel workers (one build at 1M rows instead of a graph
+        that outgrows `maintenance_work_mem` and crawls); then VACUUM (ANALYZE), so the
+        planner knows the new rows. This process's blocks of the seeded
+        tenants are dropped (reloaded on use) rather than caught up row by row."""
         if not rows:
             return
         cols = [*rows[0], "embedding"]
-        rebuild = len(rows) >= BULK_REBUILD_ROWS
         with self._tx() as cur:
             # a durable commit: VACUUM below cannot mark pages all-visible (what lets a
             # search skip the heap) while the commit's WAL is not yet on disk
@@ -451,22 +517,33 @@ class PostgresStorage:
                 "SELECT a.attname, t.typname FROM pg_attribute a JOIN pg_type t "
                 "ON t.oid = a.atttypid WHERE a.attrelid = 'memories'::regclass "
                 "AND a.attnum > 0").fetchall()}
+            stored = cur.execute("SELECT reltuples AS n FROM pg_class "
+                                 "WHERE oid = 'memories'::regclass").fetchone()["n"]  # type: ignore[index]
+            rebuild = len(rows) >= max(BULK_REBUILD_ROWS, stored // 4)
+            dropped: list[str] = []
             if rebuild:
-                cur.execute("DROP INDEX IF EXISTS ix_memories_embedding")
-                cur.execute("DROP INDEX IF EXISTS ix_memories_scope")
+                for r in cur.execute(SECONDARY_INDEXES).fetchall():
+                    cur.execute(f'DROP INDEX "{r["name"]}"')
+                    dropped.append(r["definition"])
             with cur.copy(f"COPY memories ({', '.join(cols)}) FROM STDIN "
                           "(FORMAT BINARY)") as copy:
                 copy.set_types([types[c] for c in cols])
                 for row, emb in zip(rows, embeddings, strict=True):
                     copy.write_row([*_encode(row).values(), emb.astype(np.float32)])
             if rebuild:
-                self._build_indexes(cur, hnsw)
+                self._build_indexes(cur, hnsw, dropped)
         with self._conn() as conn:
             conn.execute("VACUUM (ANALYZE) memories")
+        for tenant_id in {r["tenant_id"] for r in rows}:
+            with self._tenant_lock(tenant_id):
+                self.index.forget(tenant_id)
+                self._caught_up.pop(tenant_id, None)
 
-    def _build_indexes(self, cur: psycopg.Cursor, hnsw: bool) -> None:
-        """The scope index and (`hnsw`) the HNSW index, each built once over the table
-        (if missing) in the caller's transaction: `maintenance_work_mem` sized to hold the
+    def _build_indexes(self, cur: psycopg.Cursor, hnsw: bool,
+                       definitions: Sequence[str] = ()) -> None:
+        """The indexes `definitions` create, the block and vec_xid indexes and (`hnsw`) the
+        HNSW index, each built once over the table (if missing) in the caller's transaction:
+        `maintenance_work_mem` sized to hold the
         graph of every row (a vector plus its neighbour lists, about dim * 4 + 1 kB a row),
         parallel workers on the machine's other cores."""
         total = cur.execute("SELECT count(*) AS n FROM memories").fetchone()["n"]  # type: ignore[index]
@@ -475,7 +552,10 @@ class PostgresStorage:
         workers = max(1, (os.cpu_count() or 2) - 1)
         cur.execute(f"SET LOCAL maintenance_work_mem = '{mem_mb}MB'")
         cur.execute(f"SET LOCAL max_parallel_maintenance_workers = {workers}")
-        cur.execute(scope_index_sql(self.dim))
+        for definition in definitions:
+            cur.execute(definition.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1))
+        cur.execute(BLOCK_INDEX)
+        cur.execute(VEC_XID_INDEX)
         if hnsw:
             cur.execute(HNSW_INDEX)
 
@@ -528,51 +608,126 @@ class PostgresStorage:
         if self.vector_search == "hnsw":  # a distance filter would keep the index unused
             pairs = [(row["_rowid"], sim) for row, sim in
                      self.similar_rows(tenant_id, vector, min_similarity)]
-        else:  # rowids and cosines only: a page of whole rows was ~160 KB per bulk item
-            q = vector.astype(np.float32)
-            pairs = [(r["rowid"], float(r["sim"])) for r in self._all(
-                "SELECT rowid, -(embedding <#> %s) AS sim FROM memories WHERE tenant_id = %s "
-                "AND embedding IS NOT NULL AND -(embedding <#> %s) >= %s "
-                "ORDER BY sim DESC, rowid", (q, tenant_id, q, min_similarity))]
-        rowids = np.asarray([r for r, _ in pairs], dtype=np.int64)
-        return rowids, np.asarray([s for _, s in pairs], dtype=np.float32)
+            return (np.asarray([r for r, _ in pairs], dtype=np.int64),
+                    np.asarray([s for _, s in pairs], dtype=np.float32))
+        parts = list(ranked(self._snapshots(tenant_id, None), vector, min_similarity,
+                            first=None))
+        if not parts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     def similar_rows(self, tenant_id: str, vector: np.ndarray, min_similarity: float,
                      visible: RowFilter | None = None,
                      first_page: int = 16) -> Iterator[tuple[dict, float]]:
         """The tenant's rows, most similar first, down to `min_similarity`; with `visible`,
-        only rows its scope predicate admits (in the SQL). Lazy: pages of growing size, so
-        a consumer that stops early pays for one; each page is one statement."""
-        hnsw = self.vector_search == "hnsw"
-        # embedding_half is NULL exactly when embedding is, and is in the scope index
-        where = ["tenant_id = %s", f"{'embedding' if hnsw else 'embedding_half'} IS NOT NULL"]
+        only rows it admits. Exact (the scope's blocks in memory, see `_snapshots`) unless
+        the HNSW index is walked; lazy either way: rows are read in pages of growing size,
+        so a consumer that stops early pays for one."""
+        if self.vector_search == "hnsw" and (
+                self.scoped_by_index or visible is None or visible.fleet_scope is None):
+            yield from self._index_walk(tenant_id, vector, min_similarity, visible, first_page)
+            return
+        size = first_page
+        for rowids, sims in ranked(self._snapshots(tenant_id, visible), vector,
+                                   min_similarity):
+            start = 0
+            while start < len(rowids):
+                ids = rowids[start:start + size].tolist()
+                rows = self.rows_by_rowids(ids)
+                for rowid, sim in zip(ids, sims[start:start + size].tolist(), strict=True):
+                    row = rows.get(rowid)
+                    if row is None or row["tenant_id"] != tenant_id:
+                        continue
+                    if visible is None or visible.admits(row):
+                        yield row, sim
+                start += size
+                size = min(size * 4, 1024)
+
+    def _snapshots(self, tenant_id: str, visible: RowFilter | None) -> list:
+        """Snapshots of the units `visible` can admit rows from (every unit without a fleet
+        scope), caught up with the table and loaded on first use; `ranked` multiplies them
+        outside the lock."""
+        with self._tenant_lock(tenant_id), self._conn() as conn:
+            self._catch_up(conn, tenant_id)
+            fleets = self.index.fleets(tenant_id) or {None}
+            scope = visible.fleet_scope if visible is not None else None
+            units = (units_in_scope(scope, fleets) if scope is not None
+                     else [("fleet", f) for f in fleets] + [ORG])
+            missing = [u for u in units if not self.index.loaded(tenant_id, u)]
+            if missing:
+                self._load_units(conn, tenant_id, missing)
+            return self.index.snapshots(tenant_id, units)
+
+    def _tenant_lock(self, tenant_id: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._tenant_locks.setdefault(tenant_id, threading.Lock())
+
+    def _catch_up(self, conn: psycopg.Connection, tenant_id: str) -> None:
+        """Bring the tenant's loaded blocks up to the table, in one round trip: the rows whose
+        `vec_xid` is at or above the oldest transaction open at the previous catch-up (all
+        older ones had ended, so their rows were read then or before) are put where they now
+        belong. A first call (or a long catch-up) starts afresh: the tenant's fleets, no
+        block loaded. Both read after the new mark, so nothing committed later is lost."""
+        since = self._caught_up.get(tenant_id)
+        with conn.pipeline():
+            mark = conn.execute(OLDEST_OPEN_XID)
+            changed = conn.cursor(binary=True)
+            changed.adapters.register_loader(self._vector_oid, _RawVectorLoader)
+            if since is not None:
+                changed.execute("SELECT rowid, fleet_id, visibility, embedding FROM memories "
+                                "WHERE tenant_id = %s AND vec_xid >= %s::xid8 LIMIT %s",
+                                (tenant_id, str(since), CATCH_UP_MAX_ROWS + 1))
+        low = mark.fetchone()["low"]  # type: ignore[index]
+        rows = changed.fetchall() if since is not None else None
+        if rows is None or len(rows) > CATCH_UP_MAX_ROWS:
+            self.index.forget(tenant_id)
+            blocks = conn.execute(TENANT_BLOCKS, {"t": tenant_id}).fetchall()
+            self.index.set_fleets(tenant_id, {None, *(r["scope_block"][2:] for r in blocks
+                                                      if r["scope_block"])})
+        else:
+            for r in rows:
+                vector = (_matrix([r["embedding"]], self.dim)[0]
+                          if r["embedding"] is not None else None)
+                self.index.place(tenant_id, unit_of(r["fleet_id"], r["visibility"]),
+                                 r["rowid"], vector)
+        self._caught_up[tenant_id] = low
+
+    def _load_units(self, conn: psycopg.Connection, tenant_id: str,
+                    units: Sequence[Unit]) -> None:
+        """The units' vectors, in one statement (a search over many small fleets' units is
+        one round trip), each unit in rowid order; a unit with no row loads empty."""
+        cur = conn.cursor(binary=True, row_factory=tuple_row)
+        cur.adapters.register_loader(self._vector_oid, _RawVectorLoader)
+        rows = cur.execute("SELECT rowid, fleet_id, visibility, embedding FROM memories "
+                           "WHERE tenant_id = %s AND scope_block = ANY(%s) "
+                           "AND embedding IS NOT NULL ORDER BY rowid",
+                           (tenant_id, sorted({unit_block(u) for u in units}))).fetchall()
+        found: dict[Unit, list[tuple]] = {u: [] for u in units}
+        for r in rows:
+            held = found.get(unit_of(r[1], r[2]))
+            if held is not None:  # block '' also holds the unit not asked for
+                held.append(r)
+        for unit, unit_rows in found.items():
+            self.index.load_matrix(
+                tenant_id, unit, np.asarray([r[0] for r in unit_rows], dtype=np.int64),
+                _matrix([r[3] for r in unit_rows], self.dim))
+
+    def _index_walk(self, tenant_id: str, vector: np.ndarray, min_similarity: float,
+                    visible: RowFilter | None, first_page: int) -> Iterator[tuple[dict, float]]:
+        """The HNSW index's order, the scope predicate checked (in the SQL) as it walks."""
+        where = ["tenant_id = %s", "embedding IS NOT NULL"]
         args: list[Any] = [tenant_id]
         if visible is not None:
             visible = self._narrowed_to_tenant_fleets(tenant_id, visible)
             clause, clause_args = visible.sql("%s")
             where.append(clause)
             args.extend(clause_args)
-            if visible.fleet_scope is not None and not hnsw:
-                where.append("scope_block = ANY(%s)")  # implied by rule 4: no row lost
-                args.append(scope_blocks(visible.fleet_scope))
         q = vector.astype(np.float32)
-        if hnsw:  # the index's order, the scope checked as it walks
-            sql = (f"SELECT {ROW_COLUMNS}, -(embedding <#> %s) AS _sim FROM memories "
-                   f"WHERE {' AND '.join(where)} ORDER BY embedding <#> %s LIMIT %s OFFSET %s")
-            head = [q, *args, q]
-        else:
-            # exact: the gate's candidates from ix_memories_scope (index-only; OFFSET 0
-            # keeps the planner from merging it into the outer query), ranked by true
-            # distance, ties in insertion order as in SQLite
-            sql = (f"SELECT {ROW_COLUMNS_M}, -(m.embedding <#> %s) AS _sim FROM (SELECT rowid "
-                   f"FROM memories WHERE {' AND '.join(where)} "
-                   "AND -(embedding_half <#> %s::halfvec) >= %s OFFSET 0) c "
-                   "JOIN memories m ON m.rowid = c.rowid ORDER BY _sim DESC, m.rowid "
-                   "LIMIT %s OFFSET %s")
-            head = [q, *args, q, max(min_similarity - HALF_MARGIN, -2.0)]
+        sql = (f"SELECT {ROW_COLUMNS}, -(embedding <#> %s) AS _sim FROM memories "
+               f"WHERE {' AND '.join(where)} ORDER BY embedding <#> %s LIMIT %s OFFSET %s")
         offset, page = 0, first_page
         while True:
-            rows = self._all(sql, (*head, page, offset))
+            rows = self._all(sql, (q, *args, q, page, offset))
             for r in rows:
                 sim = float(r.pop("_sim"))
                 if sim < min_similarity:

@@ -15,17 +15,38 @@ writers keep appending: no snapshot ever sees a half-written slot.
 
 The ranking is exact and the same as one matrix over the whole tenant gave: every candidate's
 cosine, those at or above the gate, most similar first, ties by rowid (insertion order).
+
+Each block also holds its vectors quantized to int8 (a scale per row: the largest component
+maps to 127), so a search reads a quarter of the bytes: a compiled kernel (`int8_dots`,
+numba, loaded on a thread of its own at first use; numpy's float32 product until then) gives
+every row's approximate cosine, and only the rows that can reach the gate are ranked by their
+float32 vectors. Rounding moves a component by at most half its row's scale, so the
+approximate cosine is within scale / 2 * |q|_1 of the true one (plus float rounding, under
+QUANT_SLACK): no row at or above the gate is left out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 Unit = tuple[str, str | None]  # ("fleet", fleet_id or None) or ORG
 ORG: Unit = ("org", None)
-Snapshot = tuple[np.ndarray, np.ndarray]  # (matrix, live rowids of its first rows)
+# (matrix, live rowids of its first rows, int8 codes, their per-row scales)
+Snapshot = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+QUANT_SLACK = 1e-3  # float32 rounding of both products, far above its worst case at 384-d
+
+
+def quantized(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row as int8 codes times a float32 scale (max |component| / 127)."""
+    scales = (np.abs(matrix).max(axis=1) / 127).astype(np.float32) if len(matrix) else (
+        np.zeros(0, dtype=np.float32))
+    safe = np.where(scales > 0, scales, 1)
+    codes = np.rint(matrix / safe[:, None]).clip(-127, 127).astype(np.int8)
+    return codes, scales
 
 
 def unit_of(fleet_id: str | None, visibility: str) -> Unit:
@@ -53,11 +74,14 @@ class Block:
         self.rowids[:n] = rowids
         self.matrix = np.zeros((capacity, dim), dtype=np.float32)
         self.matrix[:n] = matrix
+        self.codes = np.zeros((capacity, dim), dtype=np.int8)
+        self.scales = np.zeros(capacity, dtype=np.float32)
+        self.codes[:n], self.scales[:n] = quantized(self.matrix[:n])
         self.count, self.dead = n, 0
         self.position = dict(zip(rowids.tolist(), range(n), strict=True))
 
     def snapshot(self) -> Snapshot:
-        return self.matrix, self.rowids[:self.count].copy()
+        return self.matrix, self.rowids[:self.count].copy(), self.codes, self.scales
 
     def put(self, rowid: int, vector: np.ndarray) -> None:
         """Add a row's vector, or replace it (tombstone the old slot, append the new)."""
@@ -69,7 +93,12 @@ class Block:
             matrix = np.zeros((grown, self.matrix.shape[1]), dtype=np.float32)
             matrix[:self.count] = self.matrix[:self.count]
             self.matrix = matrix
+            codes = np.zeros((grown, self.codes.shape[1]), dtype=np.int8)
+            codes[:self.count] = self.codes[:self.count]
+            self.codes, self.scales = codes, np.resize(self.scales, grown)
         self.matrix[self.count] = vector
+        code, scale = quantized(self.matrix[self.count:self.count + 1])
+        self.codes[self.count], self.scales[self.count] = code[0], scale[0]
         self.rowids[self.count] = rowid
         self.position[rowid] = self.count
         self.count += 1
@@ -91,8 +120,9 @@ class Block:
 
 class VectorIndex:
     """Per tenant: its units' blocks, loaded lazily by the store, and the fleets it has rows
-    in (None until the store has told it). Not thread-safe: the store holds its lock around
-    every call; `ranked` runs on snapshots, outside the lock."""
+    in (None until the store has told it). Calls for one tenant must not overlap: the store
+    holds its lock (SQLite) or that tenant's (PostgreSQL) around every call; calls for two
+    tenants touch only their own entries. `ranked` runs on snapshots, outside the lock."""
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
@@ -114,6 +144,26 @@ class VectorIndex:
                   if blobs else np.zeros((0, self.dim), dtype=np.float32))
         self._blocks.setdefault(tenant_id, {})[unit] = Block(
             np.asarray(rowids, dtype=np.int64), matrix)
+
+    def load_matrix(self, tenant_id: str, unit: Unit, rowids: np.ndarray,
+                    matrix: np.ndarray) -> None:
+        self._blocks.setdefault(tenant_id, {})[unit] = Block(
+            np.asarray(rowids, dtype=np.int64), matrix.reshape(-1, self.dim))
+
+    def place(self, tenant_id: str, unit: Unit, rowid: int, vector: np.ndarray | None) -> None:
+        """A row's current unit and vector as read back from a shared store (PostgreSQL: a
+        row another process may have written or moved): out of every other loaded block,
+        into its unit's if loaded; `vector` None (no embedding) takes it out of all."""
+        fleets = self._fleets.get(tenant_id)
+        if fleets is not None and unit != ORG and vector is not None:
+            fleets.add(unit[1])
+        for held, block in self._blocks.get(tenant_id, {}).items():
+            if held == unit and vector is not None:
+                at = block.position.get(rowid)
+                if at is None or not np.array_equal(block.matrix[at], vector):
+                    block.put(rowid, vector.astype(np.float32, copy=False))
+            else:
+                block.remove(rowid)
 
     def put(self, tenant_id: str, unit: Unit, rowid: int, vector: np.ndarray,
             was: Unit | None = None) -> None:
@@ -149,6 +199,13 @@ class VectorIndex:
         return [blocks[u].snapshot() for u in units if u in blocks]
 
 
+def exact_cosines(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each row's product with the query, summed the same way whatever the other rows (a
+    BLAS product's last bits depend on a row's place in the matrix): a row's cosine is the
+    same in every search, so one exactly at a gate is kept by that gate."""
+    return np.einsum("ij,j->i", rows, query)
+
+
 def ranked(snapshots: Sequence[Snapshot], vector: np.ndarray, min_similarity: float,
            first: int | None = 256) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(rowids, sims) at or above the gate, most similar first, ties by rowid; exact. The
@@ -156,14 +213,25 @@ def ranked(snapshots: Sequence[Snapshot], vector: np.ndarray, min_similarity: fl
     if the consumer asks: a search usually stops after a few dozen rows. Pure numpy on
     snapshots, so it runs outside the store's lock and, in BLAS, outside the GIL."""
     query = vector.astype(np.float32, copy=False)
+    kernel = int8_dots()
+    reach = 0.5 * float(np.abs(query).sum())  # |q.v - scale * q.codes| <= scale * reach
     ids, scores = [], []
-    for matrix, rowids in snapshots:
-        if rowids.size == 0:
+    for matrix, rowids, codes, scales in snapshots:
+        n = rowids.size
+        if n == 0:
             continue
-        sims = matrix[:rowids.size] @ query
-        keep = np.flatnonzero((sims >= min_similarity) & (rowids >= 0))
+        if kernel is None:  # BLAS over every row, then the exact cosines of the near ones
+            near = matrix[:n] @ query >= min_similarity - QUANT_SLACK
+        else:  # the quarter-size codes first, float32 only for the rows that can pass
+            approx = np.empty(n, dtype=np.float32)
+            kernel(codes[:n], query, approx)
+            near = approx * scales[:n] >= min_similarity - scales[:n] * reach - QUANT_SLACK
+        can = np.flatnonzero(near & (rowids >= 0))
+        sims = exact_cosines(matrix[can], query)
+        passed = sims >= min_similarity
+        keep, sims = can[passed], sims[passed]
         ids.append(rowids[keep])
-        scores.append(sims[keep])
+        scores.append(sims)
     if not ids:
         return
     rowids, sims = np.concatenate(ids), np.concatenate(scores)
@@ -177,3 +245,34 @@ def ranked(snapshots: Sequence[Snapshot], vector: np.ndarray, min_similarity: fl
             continue
         order = chunk[np.lexsort((rowids[chunk], -sims[chunk]))]
         yield rowids[order], sims[order]
+
+
+_kernel: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
+_kernel_loading = threading.Lock()
+_kernel_tried = threading.Event()
+
+
+def int8_dots(wait: bool = False) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
+    """The compiled `codes @ query` kernel (int8dots.py) once loaded, else None; the first
+    ask starts loading it on a thread of its own (numba's import and its cached compilation
+    take a second or more, which no search should wait for). `wait`: until it is loaded or
+    has failed to (tests)."""
+    if _kernel is None and _kernel_loading.acquire(blocking=False):
+        threading.Thread(target=_load_kernel, name="int8-dots-load", daemon=True).start()
+    if wait:
+        _kernel_tried.wait()
+    return _kernel
+
+
+def _load_kernel() -> None:
+    global _kernel
+    try:
+        from .int8dots import dots
+
+        dots(np.zeros((1, 2), dtype=np.int8), np.zeros(2, dtype=np.float32),
+             np.empty(1, dtype=np.float32))  # compiles, or loads the cached build
+        _kernel = dots
+    except Exception:  # the same ranking, slower: numpy's float32 product over every row
+        logging.getLogger(__name__).warning("int8 kernel unavailable", exc_info=True)
+    finally:
+        _kernel_tried.set()

@@ -89,3 +89,21 @@ def test_recall_evidence_gives_misses_per_setting_and_a_figure(tmp_path: Path) -
     assert (tmp_path / "out" / "figures" / "scale_recall.png").is_file()
     page = (tmp_path / "out" / "REPRODUCTION.md").read_text()
     assert "misses of scoped search vs store size" in page and "0.25 " in page
+
+
+def test_an_hnsw_store_ranking_scoped_searches_exactly_is_its_own_setting(
+        tmp_path: Path) -> None:
+    """bench_recall.py now also measures an HNSW store as the server runs it (fleet-scoped
+    searches ranked exactly: `index_walk` false) beside the index walk at each ef_search;
+    the two are separate settings, and rows without the field (older evidence) are walks."""
+    store_row = {**_recall_row("postgres", 100_000, "hnsw", 100, 1.0, False),
+                 "index_walk": False}
+    walk = {**_recall_row("postgres", 100_000, "hnsw", 100, 0.83, False), "index_walk": True}
+    (tmp_path / "recall.json").write_text(json.dumps([store_row, walk]))
+    frame = scale_report.recall_rows(tmp_path / "recall.json")
+    assert sorted(frame.setting) == ["postgres hnsw ef_search 100",
+                                     "postgres hnsw store (fleet-scoped: exact)"]
+    old = _recall_row("postgres", 100_000, "hnsw", 100, 0.83, False)
+    (tmp_path / "recall.json").write_text(json.dumps([old]))
+    assert list(scale_report.recall_rows(tmp_path / "recall.json").setting) == [
+        "postgres hnsw ef_search 100"]

@@ -187,20 +187,21 @@ def test_predicate_without_governance_keeps_only_the_hard_filters() -> None:
     assert "deleted_at IS NULL" in clause and args == ["outdated", "conflicted"]
 
 
-@pytest.mark.parametrize("vector_search", ["exact", "hnsw"])
+@pytest.mark.parametrize("vector_search", ["exact", "hnsw", "hnsw-walk"])
 def test_scoped_similarity_search_returns_exactly_the_visible_rows(
         backend: str, open_store: Callable[..., Storage], vector_search: str) -> None:
-    """The store's scoped search (PostgreSQL: predicate in the SQL; exact ranking, or the
-    HNSW index forced) returns every row the Python rule admits and no other, in
-    similarity order."""
-    if backend == "sqlite" and vector_search == "hnsw":
+    """The store's scoped search (exact ranking; on PostgreSQL also an HNSW store, which
+    ranks fleet-scoped searches exactly, and its index walk forced with the predicate in the
+    SQL) returns every row the Python rule admits and no other, in similarity order."""
+    if backend == "sqlite" and vector_search != "exact":
         pytest.skip("SQLite ranks exactly only")
-    store = open_store(vector_search)
+    store = open_store(vector_search.split("-")[0])
+    store.scoped_by_index = vector_search == "hnsw-walk"  # type: ignore[attr-defined]
     rng = np.random.default_rng(7)
     vectors = [unit(rng) for _ in ROWS]
     store.insert_many(ROWS, vectors)
     store.insert_many([memory("other-tenant", tenant="t2")], [vectors[0]])
-    if vector_search == "hnsw":
+    if vector_search != "exact":
         store.tune(enable_seqscan="off", enable_bitmapscan="off",  # type: ignore[attr-defined]
                    enable_sort="off")
         plan = store._all(  # type: ignore[attr-defined]
@@ -599,28 +600,76 @@ def _plan(store: Storage, sql: str, args: tuple) -> str:
     return "\n".join(r["QUERY PLAN"] for r in rows)
 
 
-def test_postgres_exact_search_reads_only_the_scope_index(backend: str, store: Storage,
-                                                          monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
-    """A fleet-scoped exact search ranks from the entries of its scope blocks in
-    ix_memories_scope alone (an index-only scan: no heap row read per candidate), whatever
-    order the rows were written in."""
+def _exact_ids(store: Storage, query: np.ndarray, gate: float, flt: SearchFilter) -> list[str]:
+    """The rows `flt` admits at or above the gate, most similar first (ties in insertion
+    order), by numpy over every stored vector (read back through the store)."""
+    rows = {r["id"]: r["_rowid"] for r in store.iter_memories(ListFilter("t1"))
+            if flt.admits(r)}
+    sims = {i: float(np.frombuffer(store.get_memory("t1", i)["embedding"],
+                                   dtype=np.float32) @ query) for i in rows}
+    return sorted((i for i, s in sims.items() if s >= gate), key=lambda i: (-sims[i], rows[i]))
+
+
+@pytest.mark.parametrize("vector_search", ["exact", "hnsw"])
+def test_postgres_search_follows_another_server_on_the_database(
+        backend: str, open_store: Callable[..., Storage], vector_search: str) -> None:
+    """PostgreSQL ranks the blocks a search reads in the server's memory: a store that has
+    searched, and so holds its blocks, still finds what another store (another server
+    process on the same database) wrote since: new rows, a re-embedded row, a row turned
+    org-visible, a row moved to another fleet."""
     if backend != "postgres":
-        pytest.skip("PostgreSQL's scope index")
-    rng = np.random.default_rng(13)
-    store.insert_many(ROWS, [unit(rng) for _ in ROWS])
-    # a few hundred rows: left alone the planner may as well read the table; these leave
-    # it the index-only scan, possible only if the index carries every column read
-    store.tune(enable_seqscan="off", enable_bitmapscan="off")  # type: ignore[attr-defined]
-    calls: list[tuple[str, tuple]] = []
-    real = store._all  # type: ignore[attr-defined]
-    monkeypatch.setattr(store, "_all", lambda sql, args=(): calls.append((sql, args))
-                        or real(sql, args))
-    flt = next(f for f in FILTERS if f.fleet_scope == ("f1",) and f.profile.governed)
-    list(store.similar_rows("t1", unit(rng), -2.0, flt))
-    plan = _plan(store, *calls[0])
-    assert "Index Only Scan using ix_memories_scope" in plan, plan
-    assert "scope_block = ANY" in plan and "Heap Fetches: 0" in plan, plan
+        pytest.skip("PostgreSQL's in-memory blocks and their catch-up")
+    reader, writer = open_store(vector_search), open_store()
+    rng = np.random.default_rng(23)
+    rows = [memory(f"w{i:03d}", fleet_id=("f1", "f2", None)[i % 3]) for i in range(60)]
+    writer.insert_many(rows, [unit(rng) for _ in rows])
+    query = unit(rng)
+    flt = SearchFilter(get_profile("memclaw-2026-05-30"),
+                       SearchScope(Viewer(None), frozenset(["f1"]), None, None, None))
+
+    def found() -> list[str]:
+        return [r["id"] for r, _ in reader.similar_rows("t1", query, 0.1, flt)]
+
+    assert found() == _exact_ids(writer, query, 0.1, flt)
+    near = (query + 0.3 * unit(rng)) / np.linalg.norm(query + 0.3 * unit(rng))
+    writer.insert_memory(memory("new-f1", fleet_id="f1"), near.astype(np.float32))
+    writer.insert_memory(memory("new-f2", fleet_id="f2"), query)  # out of scope
+    writer.update_memory(writer.get_memory("t1", "w000"), {"content": "moved"}, query, None)
+    writer.update_memory(writer.get_memory("t1", "w001"), {"visibility": "scope_org"},
+                         query, None)  # f2 -> org-visible: now in scope
+    writer.update_memory(writer.get_memory("t1", "w003"), {"fleet_id": "f2"}, None, None)
+    got = found()
+    assert got == _exact_ids(writer, query, 0.1, flt)
+    assert {"new-f1", "w000", "w001"} <= set(got) and not {"new-f2", "w003"} & set(got)
+
+
+def test_postgres_search_finds_a_row_whose_transaction_commits_late(
+        backend: str, open_store: Callable[..., Storage]) -> None:
+    """A row written by a transaction that began before another writer's but commits after a
+    search has seen that later writer's row is still found once committed: the catch-up
+    starts from the oldest transaction then open, not from the newest row it has seen."""
+    if backend != "postgres":
+        pytest.skip("PostgreSQL's catch-up")
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    reader, writer = open_store(), open_store()
+    rng = np.random.default_rng(29)
+    writer.insert_many([memory("base", fleet_id="f1")], [unit(rng)])
+    query = unit(rng)
+    flt = SearchFilter(get_profile("memclaw-2026-05-30"),
+                       SearchScope(Viewer(None), frozenset(["f1"]), None, None, None))
+    list(reader.similar_rows("t1", query, -2.0, flt))  # blocks loaded, catch-up mark taken
+    with psycopg.connect(writer.url) as slow:  # type: ignore[attr-defined]
+        register_vector(slow)
+        slow.execute("INSERT INTO memories (id, tenant_id, fleet_id, agent_id, memory_type, "
+                      "content, content_hash, created_at, embedding) VALUES ('late', 't1', "
+                      "'f1', 'a1', 'fact', 'late', 'h-late', '2026-01-01', %s)", (query,))
+        writer.insert_memory(memory("early", fleet_id="f1"), query)  # a later xid, committed
+        assert {r["id"] for r, _ in reader.similar_rows("t1", query, 0.99, flt)} == {"early"}
+        slow.commit()
+    assert {r["id"] for r, _ in reader.similar_rows("t1", query, 0.99, flt)} == {"early",
+                                                                                 "late"}
 
 
 def test_postgres_keeps_an_hnsw_index_only_for_hnsw_search(
@@ -638,12 +687,12 @@ def test_postgres_keeps_an_hnsw_index_only_for_hnsw_search(
 
     rows = [memory(f"b{i:05d}", fleet_id=f"f{i % 4}") for i in range(5_000)]  # a rebuild
     exact.insert_many(rows, [unit(rng) for _ in rows])
-    assert "ix_memories_scope" in indexes() and "ix_memories_embedding" not in indexes()
+    assert "ix_memories_block" in indexes() and "ix_memories_embedding" not in indexes()
     open_store("hnsw")
     assert "ix_memories_embedding" in indexes()
     more = [memory(f"c{i:05d}", fleet_id="f1") for i in range(5_000)]
     exact.insert_many(more, [unit(rng) for _ in more])
-    assert {"ix_memories_scope", "ix_memories_embedding"} <= indexes()
+    assert {"ix_memories_block", "ix_memories_embedding"} <= indexes()
     query = unit(rng)
     got = [r["id"] for r, _ in exact.similar_rows("t1", query, 0.5)]
     vectors = {r["id"]: v for r, v in zip(rows + more, [exact.get_memory("t1", r["id"])
@@ -651,3 +700,70 @@ def test_postgres_keeps_an_hnsw_index_only_for_hnsw_search(
     sims = {i: float(np.frombuffer(v["embedding"], dtype=np.float32) @ query)
             for i, v in vectors.items()}
     assert got == sorted((i for i, s in sims.items() if s >= 0.5), key=lambda i: -sims[i])
+
+
+def test_postgres_large_seed_rebuilds_every_secondary_index_as_it_was(
+        backend: str, store: Storage) -> None:
+    """A large seed (as many rows as a quarter of the table, at least 5,000) drops the
+    table's secondary indexes, copies and builds each again after the copy (a sorted build,
+    not a million scattered inserts): afterwards the same indexes exist with the same
+    definitions, as new relations; a small seed onto a large table keeps them as they were."""
+    if backend != "postgres":
+        pytest.skip("PostgreSQL's indexes")
+    rng = np.random.default_rng(31)
+
+    def indexes() -> dict[str, tuple[int, str]]:
+        return {r["relname"]: (r["oid"], r["def"]) for r in store._all(  # type: ignore[attr-defined]
+            "SELECT c.relname, c.oid, pg_get_indexdef(c.oid) AS def FROM pg_index x "
+            "JOIN pg_class c ON c.oid = x.indexrelid WHERE x.indrelid = 'memories'::regclass")}
+
+    store.insert_many([memory("first")], [unit(rng)])
+    before = indexes()
+    rows = [memory(f"s{i:05d}", fleet_id=f"f{i % 3}") for i in range(5_000)]
+    store.insert_many(rows, [unit(rng) for _ in rows])
+    after = indexes()
+    assert {k: d for k, (_, d) in after.items()} == {k: d for k, (_, d) in before.items()}
+    keys = {"memories_pkey", "memories_rowid_key"}
+    assert all(after[k][0] == before[k][0] for k in keys)
+    assert all(after[k][0] != before[k][0] for k in set(before) - keys)
+    assert len(set(before) - keys) >= 7
+    few = [memory(f"t{i:05d}") for i in range(2_000)]
+    store.insert_many(few, [unit(rng) for _ in few])
+    assert indexes() == after
+    assert [r["id"] for r, _ in store.similar_rows("t1", unit(rng), -2.0)][:1]
+
+
+def test_postgres_one_tenants_block_load_holds_no_other_tenants_search(
+        backend: str, store: Storage, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks are loaded under the tenant's own lock: while one tenant's first search is
+    still loading (at 1M rows, seconds), another tenant's search is answered."""
+    if backend != "postgres":
+        pytest.skip("PostgreSQL's per-tenant block locks")
+    import threading
+
+    rng = np.random.default_rng(37)
+    store.insert_many([memory("a1"), memory("b1", tenant="t2")], [unit(rng), unit(rng)])
+    loading, release = threading.Event(), threading.Event()
+    real = store._load_units  # type: ignore[attr-defined]
+
+    def slow_for_t1(conn: object, tenant_id: str, units: object) -> None:
+        if tenant_id == "t1":
+            loading.set()
+            assert release.wait(30)
+        real(conn, tenant_id, units)
+
+    monkeypatch.setattr(store, "_load_units", slow_for_t1)
+    first = threading.Thread(target=lambda: list(store.similar_rows("t1", unit(rng), -2.0)))
+    first.start()
+    other: list[str] = []
+    second = threading.Thread(target=lambda: other.extend(
+        r["id"] for r, _ in store.similar_rows("t2", unit(rng), -2.0)))
+    try:
+        assert loading.wait(30)
+        second.start()
+        second.join(10)  # t1's load is still held: t2 must not wait for it
+        assert not second.is_alive() and other == ["b1"]
+    finally:
+        release.set()
+        first.join(30)
+        second.join(30)

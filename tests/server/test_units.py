@@ -124,3 +124,72 @@ def test_every_profile_names_known_steps_and_differs_where_documented() -> None:
     assert diff == [("check_near_duplicate", "check_near_duplicate_unless_single_valued_triple")]
     with pytest.raises(ValueError, match="unknown profile"):
         get_profile("memclaw-2099")
+
+
+def _worst_case_rows(query: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """Rows whose int8 codes understate their cosine with `query` by all but 0.05 % of the
+    bound `vectors.ranked` allows: every component but the largest sits just short of half a
+    quantization step from its code, on the side that lowers the product."""
+    dim = query.size
+    step = 0.2 / 127
+    codes = rng.integers(-100, 101, size=(count, dim)).astype(np.float32)
+    rows = step * (codes + 0.4995 * np.sign(query))
+    rows[:, 0] = 127 * step  # the largest component, exact: the row's scale is `step`
+    return rows.astype(np.float32)
+
+
+def test_int8_prefilter_ranks_exactly_what_the_float_product_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quantized prefilter (int8 codes, compiled kernel) keeps every row the float32
+    product puts at or above the gate, even rows its rounding understates by nearly the
+    whole error bound; the ranking (rowids, order, cosines) is the float path's."""
+    from reference_server.storage import vectors
+
+    assert vectors.int8_dots(wait=True) is not None, "numba kernel"
+    rng = np.random.default_rng(3)
+    query = rng.standard_normal(384).astype(np.float32)
+    query /= np.linalg.norm(query)
+    plain = rng.standard_normal((3000, 384)).astype(np.float32)
+    plain /= np.linalg.norm(plain, axis=1, keepdims=True)
+    worst = _worst_case_rows(query, 40, rng)
+    matrix = np.concatenate([plain, worst])
+    index = vectors.VectorIndex(384)
+    index.load_matrix("t", vectors.ORG, np.arange(len(matrix)), matrix)
+    snapshots = index.snapshots("t", [vectors.ORG])
+    true = worst @ query
+    codes, scales = vectors.quantized(worst)
+    assert np.all((codes @ query) * scales < true - 0.4 * scales * np.abs(query).sum())
+    for gate in (float(np.median(true)), float(true.min()), 0.05):
+        with_kernel = list(vectors.ranked(snapshots, query, gate, first=None))
+        monkeypatch.setattr(vectors, "int8_dots", lambda: None)
+        plain_path = list(vectors.ranked(snapshots, query, gate, first=None))
+        monkeypatch.undo()
+        got = np.concatenate([r for r, _ in with_kernel])
+        want = np.concatenate([r for r, _ in plain_path])
+        assert got.tolist() == want.tolist() and len(want) >= 20, gate
+        assert np.allclose(np.concatenate([s for _, s in with_kernel]),
+                           np.concatenate([s for _, s in plain_path]), atol=1e-6)
+
+
+def test_a_block_grown_by_puts_keeps_its_int8_codes_in_step(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows put one by one into a block that outgrows its arrays (and replaced, leaving
+    tombstones) are ranked by the int8 path exactly as by the float32 product."""
+    from reference_server.storage import vectors
+
+    assert vectors.int8_dots(wait=True) is not None, "numba kernel"
+    rng = np.random.default_rng(5)
+    index = vectors.VectorIndex(64)
+    index.load_matrix("t", vectors.ORG, np.zeros(0, dtype=np.int64),
+                      np.zeros((0, 64), dtype=np.float32))
+    for rowid in range(300):  # the block starts with room for 64
+        v = rng.standard_normal(64).astype(np.float32)
+        index.put("t", vectors.ORG, rowid % 250, v / np.linalg.norm(v))
+    query = rng.standard_normal(64).astype(np.float32)
+    query /= np.linalg.norm(query)
+    snapshots = index.snapshots("t", [vectors.ORG])
+    got = list(vectors.ranked(snapshots, query, 0.1, first=None))
+    monkeypatch.setattr(vectors, "int8_dots", lambda: None)
+    want = list(vectors.ranked(snapshots, query, 0.1, first=None))
+    assert [r.tolist() for r, _ in got] == [r.tolist() for r, _ in want]
+    assert sum(len(r) for r, _ in want) >= 10

@@ -130,7 +130,9 @@ def recall_rows(path: Path) -> pd.DataFrame:
 
 def _setting(row: Any) -> str:
     label = f"{row.store} {row.mode}"
-    if row.mode == "hnsw":
+    if row.mode == "hnsw" and not getattr(row, "index_walk", True):
+        label += " store (fleet-scoped: exact)"  # what `--vector-search hnsw` serves
+    elif row.mode == "hnsw":
         label += f" ef_search {int(row.ef_search)}"
     return label + (" (default)" if row.server_default else "")
 
