@@ -11,7 +11,6 @@ progress bar, and a failing cell ends the command with papermill's one-paragraph
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jupyter_client.manager import KernelManager
+from jupyter_client.manager import AsyncKernelManager
 from traitlets import Unicode
 
 # jsonschema (under nbformat) imports rfc3987_syntax, if installed, for its "iri" format
@@ -33,7 +32,7 @@ from traitlets import Unicode
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]
 
 
-class IPCKernelManager(KernelManager):
+class IPCKernelManager(AsyncKernelManager):
     """A kernel reached over IPC sockets next to its connection file."""
 
     transport = Unicode("ipc")
@@ -45,38 +44,23 @@ class IPCKernelManager(KernelManager):
 
 def execute(source: str | Path, output: str | Path, parameters: dict[str, Any] | None = None,
             cwd: str | Path | None = None) -> None:
-    # The kernel is started before papermill is imported: it boots (a Python process
-    # importing ipykernel) while this one imports papermill, instead of after it.
-    kernel = start_kernel(Path(source), cwd)
-    try:
-        import papermill
+    import papermill
 
-        logging.getLogger("papermill").setLevel(logging.WARNING)
-        logging.getLogger("traitlets").setLevel(logging.ERROR)
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            # The notebook is written once, at the end (papermill writes it on a failure
-            # too), not before and after every cell: that was seconds of `make report`.
-            papermill.execute_notebook(
-                str(source), str(output), parameters=parameters or {}, progress_bar=False,
-                log_output=False, cwd=str(cwd) if cwd else None, start_timeout=300,
-                km=kernel, request_save_on_cell_execute=False,
-            )
-    finally:
-        # stopped, not asked to tear itself down, once the last cell's outputs are in
-        kernel.shutdown_kernel(now=True)
+    logging.getLogger("papermill").setLevel(logging.WARNING)
+    logging.getLogger("traitlets").setLevel(logging.ERROR)
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # The notebook is written once, at the end (papermill writes it on a failure too),
+        # not before and after every cell; the kernel is stopped, not asked to tear itself
+        # down, once the last cell's outputs are in: both were seconds of `make report`.
+        papermill.execute_notebook(
+            str(source), str(output), parameters=parameters or {}, progress_bar=False,
+            log_output=False, cwd=str(cwd) if cwd else None, start_timeout=300,
+            kernel_manager_class=f"{__name__}.IPCKernelManager",
+            request_save_on_cell_execute=False, shutdown_kernel="immediate",
+        )
     strip_timings(Path(output))
-
-
-def start_kernel(source: Path, cwd: str | Path | None) -> IPCKernelManager:
-    """The notebook's kernel, started as papermill would start it (its kernelspec, in
-    `cwd`, its history in memory); papermill runs the notebook on it."""
-    spec = json.loads(source.read_text()).get("metadata", {}).get("kernelspec", {})
-    kernel = IPCKernelManager(kernel_name=spec.get("name") or "python3")
-    kernel.start_kernel(cwd=str(cwd) if cwd else None,
-                        extra_arguments=["--HistoryManager.hist_file=:memory:"])
-    return kernel
 
 
 VOLATILE = ("start_time", "end_time", "duration")
