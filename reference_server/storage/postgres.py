@@ -50,7 +50,7 @@ from .rows import (
     list_where,
     now_iso,
 )
-from .vectors import ORG, Unit, VectorIndex, ranked, unit_of, units_in_scope
+from .vectors import ORG, Unit, VectorIndex, ranked, ranked_rows, unit_of, units_in_scope
 
 # Similarity search: `exact` (the default) ranks every row the caller's scope can admit by
 # true distance; `hnsw` walks the HNSW index (approximate). With the kit's hashing embedder the
@@ -627,21 +627,9 @@ class PostgresStorage:
                 self.scoped_by_index or visible is None or visible.fleet_scope is None):
             yield from self._index_walk(tenant_id, vector, min_similarity, visible, first_page)
             return
-        size = first_page
-        for rowids, sims in ranked(self._snapshots(tenant_id, visible), vector,
-                                   min_similarity):
-            start = 0
-            while start < len(rowids):
-                ids = rowids[start:start + size].tolist()
-                rows = self.rows_by_rowids(ids)
-                for rowid, sim in zip(ids, sims[start:start + size].tolist(), strict=True):
-                    row = rows.get(rowid)
-                    if row is None or row["tenant_id"] != tenant_id:
-                        continue
-                    if visible is None or visible.admits(row):
-                        yield row, sim
-                start += size
-                size = min(size * 4, 1024)
+        yield from ranked_rows(ranked(self._snapshots(tenant_id, visible), vector,
+                                      min_similarity),
+                               self.rows_by_rowids, tenant_id, visible, first_page, 4)
 
     def _snapshots(self, tenant_id: str, visible: RowFilter | None) -> list:
         """Snapshots of the units `visible` can admit rows from (every unit without a fleet

@@ -31,7 +31,7 @@ from .rows import (
     list_where,
     now_iso,
 )
-from .vectors import ORG, Unit, VectorIndex, ranked, unit_of, units_in_scope
+from .vectors import ORG, Unit, VectorIndex, ranked, ranked_rows, unit_of, units_in_scope
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (
@@ -409,21 +409,9 @@ class SqliteStorage:
         fleets `visible` can admit), down to `min_similarity`; with `visible`, only the rows
         it admits. Lazy: rows are read in growing chunks, so a search that stops after a few
         dozen rows reads a few dozen."""
-        size = 64
-        for rowids, sims in ranked(self._snapshots(tenant_id, visible), vector,
-                                   min_similarity):
-            start = 0
-            while start < len(rowids):
-                ids = rowids[start:start + size].tolist()
-                rows = self.rows_by_rowids(ids)
-                for rowid, sim in zip(ids, sims[start:start + size].tolist(), strict=True):
-                    row = rows.get(rowid)
-                    if row is None or row["tenant_id"] != tenant_id:
-                        continue
-                    if visible is None or visible.admits(row):
-                        yield row, sim
-                start += size
-                size = min(size * 2, 1024)
+        yield from ranked_rows(ranked(self._snapshots(tenant_id, visible), vector,
+                                      min_similarity),
+                               self.rows_by_rowids, tenant_id, visible, 64, 2)
 
     def rows_by_rowids(self, rowids: Sequence[int]) -> dict[int, dict]:
         if len(rowids) == 0:

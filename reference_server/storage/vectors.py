@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -245,6 +246,30 @@ def ranked(snapshots: Sequence[Snapshot], vector: np.ndarray, min_similarity: fl
             continue
         order = chunk[np.lexsort((rowids[chunk], -sims[chunk]))]
         yield rowids[order], sims[order]
+
+
+
+def ranked_rows(ranked_ids: Iterable[tuple[np.ndarray, np.ndarray]],
+                fetch: Callable[[list[int]], dict[int, dict]], tenant_id: str,
+                visible: Any, first: int, growth: int) -> Iterator[tuple[dict, float]]:
+    """The rows of `ranked` (rowids, sims) in order, read by `fetch` (rowid -> row) in
+    chunks of `first` rows growing `growth`-fold to 1,024, so a search that stops after a
+    few dozen reads a few dozen; a row gone since its vector was ranked, or of another
+    tenant, is skipped; with `visible` (a RowFilter), only the rows it admits."""
+    size = first
+    for rowids, sims in ranked_ids:
+        start = 0
+        while start < len(rowids):
+            ids = rowids[start:start + size].tolist()
+            rows = fetch(ids)
+            for rowid, sim in zip(ids, sims[start:start + size].tolist(), strict=True):
+                row = rows.get(rowid)
+                if row is None or row["tenant_id"] != tenant_id:
+                    continue
+                if visible is None or visible.admits(row):
+                    yield row, sim
+            start += size
+            size = min(size * growth, 1024)
 
 
 _kernel: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
