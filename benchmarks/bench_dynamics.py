@@ -13,23 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import tempfile
-import time
+import sys
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-from fleetprobe import load_params, run_experiment
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def cpu_seconds() -> tuple[float, float]:
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the server, once it exited
-    return me.ru_utime + me.ru_stime, children.ru_utime + children.ru_stime
+from timed_run import timed_run  # noqa: E402
 
 
 def episodes(events: list[dict]) -> dict[str, float]:
@@ -48,26 +40,14 @@ def main() -> None:
     parser.add_argument("--profile", default="memclaw-2.29")
     parser.add_argument("--params", default=str(REPO / "params/reference/dynamics.yaml"))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        params = load_params(args.params, [f"traces_root={tmp}", f"target.profile={args.profile}",
-                                           "progress=false"])
-        load_before = os.getloadavg()[0]
-        started, (cpu0, child0) = time.perf_counter(), cpu_seconds()
-        run_dir = run_experiment("dynamics", params)
-        wall = time.perf_counter() - started
-        cpu1, child1 = cpu_seconds()
-        load_after = os.getloadavg()[0]
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-        events = [json.loads(line) for line in
-                  (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    run = timed_run("dynamics", args.params, [f"target.profile={args.profile}"])
+    events = [json.loads(line) for line in run.events.splitlines() if line.strip()]
     verdicts = Counter(e["verdict"] for e in events if e["phase"] == "verdict")
     print(f"dynamics bench ({args.profile}, {Path(args.params).name}): "
-          f"{manifest['executed'].get('probe', 0)} probes, complete={manifest['complete']}")
-    print(f"  wall {wall:.1f} s (target 180 s); CPU: harness {cpu1 - cpu0:.1f} s, server "
-          f"{child1 - child0:.1f} s (= {(cpu1 - cpu0 + child1 - child0) / 2:.1f} s of wall on "
-          "2 idle cores)")
-    print(f"  load average {load_before:.1f} before, {load_after:.1f} after "
-          f"({os.cpu_count()} CPUs)")
+          f"{run.manifest['executed'].get('probe', 0)} probes, "
+          f"complete={run.manifest['complete']}")
+    print(f"  wall {run.wall:.1f} s (target 180 s); {run.cpu_line()}")
+    print(f"  {run.load_line()}")
     spans = episodes(events)
     print(f"  episodes {sum(spans.values()):.1f} s: " + ", ".join(
         f"{k} {v:.1f}" for k, v in sorted(spans.items(), key=lambda kv: -kv[1])))

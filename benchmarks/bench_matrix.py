@@ -14,22 +14,14 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
-import resource
-import tempfile
-import time
+import sys
 from collections import Counter
 from pathlib import Path
 
-from fleetprobe import load_params, run_experiment
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def cpu_seconds() -> tuple[float, float]:
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the server, once it exited
-    return me.ru_utime + me.ru_stime, children.ru_utime + children.ru_stime
+from timed_run import timed_run  # noqa: E402
 
 
 def main() -> None:
@@ -38,28 +30,16 @@ def main() -> None:
     parser.add_argument("--profile", default="hardened")
     parser.add_argument("--params", default=str(REPO / "params/reference/matrix.yaml"))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        params = load_params(args.params, [f"traces_root={tmp}", f"random_probes={args.random}",
-                                           f"target.profile={args.profile}", "paper_fleets=0",
-                                           "progress=false"])
-        load_before = os.getloadavg()[0]
-        started, (cpu0, child0) = time.perf_counter(), cpu_seconds()
-        run_dir = run_experiment("matrix", params)
-        wall = time.perf_counter() - started
-        cpu1, child1 = cpu_seconds()
-        load_after = os.getloadavg()[0]
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-        raw = (run_dir / "events.jsonl").read_bytes()
-        verdicts = Counter(json.loads(line)["verdict"] for line in raw.splitlines()
-                           if b'"phase": "verdict"' in line)
-    probes = manifest["executed"].get("probe", 0)
+    run = timed_run("matrix", args.params, [f"random_probes={args.random}",
+                                            f"target.profile={args.profile}", "paper_fleets=0"])
+    raw = run.events
+    verdicts = Counter(json.loads(line)["verdict"] for line in raw.splitlines()
+                       if b'"phase": "verdict"' in line)
+    probes = run.manifest["executed"].get("probe", 0)
     print(f"matrix bench ({args.profile}, enumerated + {args.random} random): "
-          f"{probes} probes, complete={manifest['complete']}")
-    print(f"  wall {wall:.1f} s ({probes / wall:.0f} probes/s); CPU: harness "
-          f"{cpu1 - cpu0:.1f} s, server {child1 - child0:.1f} s "
-          f"(= {(cpu1 - cpu0 + child1 - child0) / 2:.1f} s of wall on 2 idle cores)")
-    print(f"  load average {load_before:.1f} before, {load_after:.1f} after "
-          f"({os.cpu_count()} CPUs)")
+          f"{probes} probes, complete={run.manifest['complete']}")
+    print(f"  wall {run.wall:.1f} s ({probes / run.wall:.0f} probes/s); {run.cpu_line()}")
+    print(f"  {run.load_line()}")
     print(f"  verdicts: {dict(sorted(verdicts.items()))}")
     print(f"  events.jsonl {len(raw) / 1e6:.1f} MB, gzipped {len(gzip.compress(raw)) / 1e6:.2f} MB")
 
