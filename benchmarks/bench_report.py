@@ -2,7 +2,10 @@
 and index.html from the committed traces. Target: <= 10 s on an idle 2-core machine, <= 15 s
 at load 2 (issue 22).
 
-Times `make report` several times and prints each wall time, the CPU seconds it used in
+Times `make report` several times, alternating a build with an empty database cache
+(cold: the traces are loaded, as on a fresh clone or after a new run) and one whose cache
+holds these traces' database (warm: the traces unchanged since the last build;
+`fleetprobe.analysis.base.database_cache`), and prints each wall time, the CPU seconds it used in
 all its processes (the notebook driver, the kernel, the section workers and the forkserver
 they fork from: this process adopts the orphans as a child subreaper, so their CPU is
 counted), the median and the load average before each run (other work on the machine
@@ -12,7 +15,7 @@ cost around the build), builds the report once in this process (its wall time) a
 the CPU seconds of loading the traces and of each section, a figure the machine's other
 load inflates far less; and checks that the build left reports/ as committed.
 
-    .venv/bin/python benchmarks/bench_report.py [--runs 5] [--out /tmp/report-bench]
+    .venv/bin/python benchmarks/bench_report.py [--runs 3] [--out /tmp/report-bench]
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import ctypes
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,24 +33,34 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+ENV_CACHE = "FLEETPROBE_REPORT_CACHE"  # fleetprobe.analysis.base.database_cache
 
 
-def time_make_report(runs: int) -> list[tuple[float, float, float]]:
-    """(wall seconds, CPU seconds of every process it started, 1-minute load average before
-    the run) per `make report`."""
+def time_make_report(runs: int, cache_root: Path) -> dict[str, list[tuple[float, float, float]]]:
+    """{"cold": [...], "warm": [...]}: (wall seconds, CPU seconds of every process it
+    started, 1-minute load average before the run) per `make report`, alternating a build
+    with an empty database cache (the traces loaded, as on a fresh clone or after a new run)
+    and one with the cache the cold builds filled (the traces unchanged since the last
+    build)."""
     adopt_orphans()
-    timings = []
-    for _ in range(runs):
-        load = os.getloadavg()[0]
-        before = _children_cpu()
-        started = time.perf_counter()
-        subprocess.run(["make", "--no-print-directory", "report"], cwd=REPO, check=True,
-                       stdout=subprocess.DEVNULL)
-        wall = time.perf_counter() - started
-        _reap_orphans()
-        timings.append((wall, _children_cpu() - before, load))
-        print(f"make report #{len(timings)}: {wall:5.1f} s, {timings[-1][1]:5.1f} CPU-s "
-              f"(load average before: {load:.2f})", flush=True)
+    timings: dict[str, list[tuple[float, float, float]]] = {"cold": [], "warm": []}
+    warm_cache = cache_root / "warm"
+    for i in range(runs):
+        for kind in ("cold", "warm"):
+            cache = cache_root / f"cold-{i}" if kind == "cold" else warm_cache
+            load = os.getloadavg()[0]
+            before = _children_cpu()
+            started = time.perf_counter()
+            subprocess.run(["make", "--no-print-directory", "report"], cwd=REPO, check=True,
+                           stdout=subprocess.DEVNULL,
+                           env={**os.environ, ENV_CACHE: str(cache)})
+            wall = time.perf_counter() - started
+            _reap_orphans()
+            if kind == "cold" and not warm_cache.exists():
+                shutil.copytree(cache, warm_cache)
+            timings[kind].append((wall, _children_cpu() - before, load))
+            print(f"make report #{i + 1} {kind}: {wall:5.1f} s, {timings[kind][-1][1]:5.1f} "
+                  f"CPU-s (load average before: {load:.2f})", flush=True)
     return timings
 
 
@@ -105,6 +119,7 @@ def section_cpu(out_dir: Path) -> None:
     print(f"  load the traces (DuckDB): {time.process_time() - started:5.2f} CPU-s, "
           f"{time.perf_counter() - wall:5.2f} s")
     wall = time.perf_counter()
+    os.environ[ENV_CACHE] = "off"  # the whole build, the traces' load included
     built = report.build(REPO / "data/traces", out_dir / "reports")
     print(f"  report.build (load, sections in {os.cpu_count()} processes, index.html): "
           f"{time.perf_counter() - wall:5.2f} s wall (load average {os.getloadavg()[0]:.2f})")
@@ -118,17 +133,20 @@ def section_cpu(out_dir: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None,
                         help="scratch directory for the CPU breakdown (default: a temp dir)")
     args = parser.parse_args()
-    timings = time_make_report(args.runs)
-    walls = [w for w, _, _ in timings]
-    cpus = [c for _, c, _ in timings]
-    loads = [load for _, _, load in timings]
-    print(f"make report: median {statistics.median(walls):.1f} s over {len(walls)} runs "
-          f"(min {min(walls):.1f}, max {max(walls):.1f}), median {statistics.median(cpus):.1f} "
-          f"CPU-s; load average median {statistics.median(loads):.2f}; {os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory(prefix="bench-report-cache-") as cache_root:
+        timings = time_make_report(args.runs, Path(cache_root))
+    for kind, runs in timings.items():
+        walls = [w for w, _, _ in runs]
+        cpus = [c for _, c, _ in runs]
+        loads = [load for _, _, load in runs]
+        print(f"make report, {kind} database cache: median {statistics.median(walls):.1f} s "
+              f"over {len(walls)} runs (min {min(walls):.1f}, max {max(walls):.1f}), median "
+              f"{statistics.median(cpus):.1f} CPU-s; load average median "
+              f"{statistics.median(loads):.2f}; {os.cpu_count()} cores")
     changed = subprocess.run(["git", "status", "--porcelain", "--", "reports"], cwd=REPO,
                              capture_output=True, text=True, check=True).stdout.strip()
     print("reports/ as committed" if not changed else f"reports/ changed:\n{changed}")

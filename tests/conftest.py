@@ -7,6 +7,9 @@ which stops whatever it started at the end of the test.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from fleetprobe.targets import Target, target_for_server
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PROFILE = "memclaw-2026-05-30"
+REPORT_CACHE_ENV = "FLEETPROBE_REPORT_CACHE"  # fleetprobe.analysis.base.database_cache
 
 
 def _server(profile: str, extra_args: tuple[str, ...] = (), **kwargs: Any) -> Any:
@@ -33,6 +37,15 @@ LONGEST_FIRST = (
     "harness/test_contradiction_run.py", "harness/test_provenance_run.py",
     "analysis/test_committed_report.py", "server/test_fuzz.py", "analysis/test_report.py",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The report's database cache in a directory of this test process (xdist: each worker
+    its own), not in the user's ~/.cache; notebook kernels the tests start inherit it."""
+    if not os.environ.get(REPORT_CACHE_ENV):
+        os.environ[REPORT_CACHE_ENV] = tempfile.mkdtemp(prefix="fleetprobe-test-report-cache-")
+        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(REPORT_CACHE_ENV),
+                                                 ignore_errors=True))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetprobe.analysis import html_report, sections
-from fleetprobe.analysis.base import db
+from fleetprobe.analysis.base import database_cache, db
 from fleetprobe.analysis.base.section import REPRODUCTION, Context, SectionOutput, compose
 
 SECTIONS_PACKAGE = "fleetprobe.analysis.sections"
@@ -62,12 +62,12 @@ def build_sections(context: Context, keys: Sequence[str], jobs: int | None = Non
                    ) -> dict[str, SectionOutput]:
     """{key: output} in `keys` order; built in `jobs` processes (default: one per core;
     1: in this process, one after the other). The traces are parsed once, into a DuckDB
-    file every section opens read-only."""
+    file every section opens read-only (kept for the next build from the same traces:
+    `database_cache`)."""
     jobs = jobs or os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="fleetprobe-report-") as scratch:
-        database = Path(scratch) / "traces.duckdb"
         if jobs <= 1:
-            db.write_database(context.traces_root, database)
+            database = database_cache.database(context.traces_root, Path(scratch))
             context = replace(context, database=database)
             return {key: build_section(key, context) for key in keys}
         rank = {k: i for i, k in enumerate(LONGEST_FIRST)}
@@ -77,7 +77,7 @@ def build_sections(context: Context, keys: Sequence[str], jobs: int | None = Non
             # the forkserver does its imports while this process loads the traces: starting
             # it returns at once, where the pool's first worker would wait for the imports
             multiprocessing.forkserver.ensure_running()
-        db.write_database(context.traces_root, database)
+        database = database_cache.database(context.traces_root, Path(scratch))
         with ProcessPoolExecutor(max_workers=min(jobs, len(keys)),
                                  mp_context=mp_context) as pool:
             context = replace(context, database=database)

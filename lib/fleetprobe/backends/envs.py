@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from fleetprobe import caches
+
 LOCKS = Path(__file__).resolve().parent / "locks"
 ENV_CACHE = "FLEETPROBE_BACKEND_CACHE"  # overrides ~/.cache/fleetprobe/backends
 SHARED_SPECS = ("adapter", "langgraph-stores")  # included by others (-r), not environments
@@ -51,8 +53,7 @@ def lock_file(env: str) -> Path:
 
 
 def cache_root() -> Path:
-    base = os.environ.get(ENV_CACHE)
-    return Path(base) if base else Path.home() / ".cache" / "fleetprobe" / "backends"
+    return caches.cache_root("backends", ENV_CACHE)
 
 
 def env_hash(env: str) -> str:

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleetprobe import caches
 from fleetprobe.engine.errors import EngineError
 from fleetprobe.engine.python import find_python
 from fleetprobe.engine.source import SERVICES, EngineSource, extract
@@ -38,10 +39,7 @@ BUILD_FORMAT = 2  # bump when the layout of a build changes, so old builds are r
 
 
 def cache_root() -> Path:
-    if os.environ.get(ENV_CACHE):
-        return Path(os.environ[ENV_CACHE]).expanduser().resolve()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "fleetprobe" / "engine"
+    return caches.cache_root("engine", ENV_CACHE)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,122 @@
+"""The traces loaded into DuckDB once per distinct set of traces, kept between builds.
+
+Loading the committed traces (320 MB of JSON lines) into the database every section reads
+takes about 4 s on two cores, and the report is built again far more often than a trace
+changes (after each edit of a section, a view or a notebook). So the database
+`db.write_database` writes is kept in a cache directory under a name that is a hash of
+everything it is made from: each run's directory name, manifest and events bytes, the
+loader's own source (db.py, trace.py, labels.py, metrics.sql, EVENTS.md) and DuckDB's
+version. A changed byte in any of them names another file, so a cached database is never
+stale, and the same traces give the same report bytes, cached or not. The sections still
+compute every table and figure from it on each build.
+
+The cache is `$FLEETPROBE_REPORT_CACHE`, else ~/.cache/fleetprobe/report (XDG_CACHE_HOME is
+honoured); `FLEETPROBE_REPORT_CACHE=off` loads the traces into the build's scratch directory
+every time. The `KEEP` most recently used databases are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+
+from fleetprobe import caches, labels, trace
+from fleetprobe.analysis.base import db
+
+ENV_CACHE = "FLEETPROBE_REPORT_CACHE"
+KEEP = 3  # about 40 MB each for the committed traces
+# Everything `db.write_database` reads besides the traces: a change to any of these files
+# changes what a database holds, so they are part of its name
+# (tests/analysis/test_database_cache.py checks that db's imports are all here).
+LOADER_SOURCES = (Path(db.__file__), Path(trace.__file__), Path(labels.__file__),
+                  db.METRICS_SQL, trace.EVENTS_MD)
+RUN_FILES = ("manifest.json", *trace.EVENTS_FILES)
+
+
+def database(traces_root: Path, scratch: Path) -> Path:
+    """A DuckDB file holding the traces under `traces_root` and the metric views, to open
+    read-only: the cached one if these traces were loaded before by this loader, else
+    written now (into the cache, or into `scratch` when there is none)."""
+    root = cache_dir()
+    if root is None:
+        return _write(traces_root, scratch / "traces.duckdb")
+    path = root / f"traces-{traces_key(traces_root)}.duckdb"
+    if path.is_file() and _readable(path):
+        os.utime(path)  # most recently used: kept longest
+        return path
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only home: the build still works, without a cache
+        return _write(traces_root, scratch / "traces.duckdb")
+    # written beside its final name and renamed: a build running at the same time (or one
+    # killed half way) never opens a half-written database
+    partial = root / f".{path.name}.{os.getpid()}.partial"
+    try:
+        _write(traces_root, partial)
+        os.replace(partial, path)
+    finally:
+        for leftover in (partial, partial.with_name(partial.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+    evict(root)
+    return path
+
+
+def cache_dir() -> Path | None:
+    if os.environ.get(ENV_CACHE, "").lower() == "off":
+        return None
+    return caches.cache_root("report", ENV_CACHE)
+
+
+def traces_key(traces_root: Path) -> str:
+    """A hash of every input of `db.write_database` for these traces."""
+    digest = hashlib.sha256(f"duckdb {duckdb.__version__}\n".encode())
+    for source in LOADER_SOURCES:
+        _add_file(digest, source.name, source)
+    for run_dir in db.run_dirs(traces_root):
+        for name in RUN_FILES:
+            _add_file(digest, f"{run_dir.name}/{name}", run_dir / name)
+    return digest.hexdigest()[:32]
+
+
+def _add_file(digest: hashlib._Hash, name: str, path: Path) -> None:
+    """The file's name and bytes (or that it is absent), length-prefixed so that no two
+    different sets of files give the same stream."""
+    data = path.read_bytes() if path.is_file() else None
+    digest.update(f"{name}\0{-1 if data is None else len(data)}\0".encode())
+    if data:
+        digest.update(data)
+
+
+def _write(traces_root: Path, path: Path) -> Path:
+    db.write_database(traces_root, path)
+    return path
+
+
+def _readable(path: Path) -> bool:
+    """False for a file DuckDB cannot open (cut short by a full disk, say): it is loaded
+    again rather than failing every section."""
+    try:
+        db.open_database(path).close()
+    except duckdb.Error:
+        return False
+    return True
+
+
+def evict(root: Path) -> None:
+    """Keep the KEEP most recently used databases."""
+    for stale in list(_by_recency(root))[KEEP:]:
+        stale.unlink(missing_ok=True)
+
+
+def _by_recency(root: Path) -> Iterator[Path]:
+    entries = []
+    for path in root.glob("traces-*.duckdb"):
+        try:
+            entries.append((path.stat().st_mtime_ns, path.name, path))
+        except FileNotFoundError:  # evicted by another build meanwhile
+            continue
+    return (path for *_, path in sorted(entries, reverse=True))

@@ -1,0 +1,150 @@
+"""The traces' database kept between report builds (base/database_cache.py): the same report
+cached or not, a new database for any changed input, never a half-written or stale one."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fleetprobe.analysis import report
+from fleetprobe.analysis.base import database_cache, db
+
+
+@pytest.fixture()
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv(database_cache.ENV_CACHE, str(root))
+    return root
+
+
+@pytest.fixture()
+def traces(fixture_traces, tmp_path: Path) -> Path:
+    """A copy of the fixture traces this test may change."""
+    return Path(shutil.copytree(fixture_traces[0], tmp_path / "traces"))
+
+
+def count_loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    loads: list[Path] = []
+    write = db.write_database
+
+    def counted(traces_root: Path, path: Path) -> None:
+        loads.append(path)
+        write(traces_root, path)
+
+    monkeypatch.setattr(db, "write_database", counted)
+    return loads
+
+
+def report_files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file()}
+
+
+def test_a_cached_database_gives_the_same_report_bytes(traces, cache, tmp_path, monkeypatch):
+    loads = count_loads(monkeypatch)
+    built = report.build(traces, tmp_path / "out" / "cold", jobs=1)
+    report.build(traces, tmp_path / "out" / "warm", jobs=1)
+    assert len(loads) == 1, "the second build loaded the traces again"
+    name = f"traces-{database_cache.traces_key(traces)}.duckdb"
+    assert [p.name for p in cache.iterdir()] == [name]  # no partial file left
+    monkeypatch.setenv(database_cache.ENV_CACHE, "off")
+    report.build(traces, tmp_path / "out" / "uncached", jobs=1)
+    assert len(loads) == 2 and cache not in loads[1].parents
+    cold = report_files(tmp_path / "out" / "cold")
+    assert cold and cold == report_files(tmp_path / "out" / "warm")
+    assert cold == report_files(tmp_path / "out" / "uncached")
+    # a run taken away: the next build loads the traces again and no longer has it
+    monkeypatch.setenv(database_cache.ENV_CACHE, str(cache))
+    victim = next(d for d in db.run_dirs(traces)
+                  if db.read_manifest(d)["run_id"] in set(built["canonical"].run_id))
+    shutil.rmtree(victim)
+    again = report.build(traces, tmp_path / "out" / "fewer", jobs=1)
+    assert len(loads) == 3 and victim.name not in set(again["canonical"].run_id)
+    assert len(list(cache.glob("traces-*.duckdb"))) == 2
+
+
+def test_any_changed_input_names_another_database(traces):
+    run = db.run_dirs(traces)[0]
+    keys = {database_cache.traces_key(traces)}
+    assert database_cache.traces_key(traces) in keys  # the same traces, the same name
+    events = db.events_file(run)
+    events.write_bytes(events.read_bytes() + b'{"phase": "x"}\n')
+    keys.add(database_cache.traces_key(traces))
+    manifest = run / "manifest.json"
+    manifest.write_text(manifest.read_text().replace("{", '{"note": 1, ', 1))
+    keys.add(database_cache.traces_key(traces))
+    run.rename(run.with_name(run.name + "-renamed"))
+    keys.add(database_cache.traces_key(traces))
+    shutil.rmtree(db.run_dirs(traces)[-1])
+    keys.add(database_cache.traces_key(traces))
+    assert len(keys) == 5
+
+
+def test_the_loader_sources_cover_every_module_the_loader_imports():
+    """A module db.py imports (and what it imports in turn) shapes the database: its source
+    must be in the name, or editing it would leave old databases looking current."""
+    covered = {p.resolve() for p in database_cache.LOADER_SOURCES}
+    seen: set[str] = set()
+    pending = ["fleetprobe.analysis.base.db"]
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        origin = Path(importlib.util.find_spec(name).origin).resolve()
+        assert origin in covered, f"{name} ({origin}) shapes the database but is not hashed"
+        pending += [m for m in module_imports(origin) if m.startswith("fleetprobe")
+                    and not Path(importlib.util.find_spec(m).origin).name == "__init__.py"]
+    assert seen >= {"fleetprobe.analysis.base.db", "fleetprobe.trace", "fleetprobe.labels"}
+
+
+def module_imports(path: Path) -> list[str]:
+    """The modules a file imports when it is loaded (not under TYPE_CHECKING, not in a
+    function: those run only when called, and the loader's calls are in db.py itself)."""
+    names = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names += [f"{node.module}.{a.name}" if _is_module(f"{node.module}.{a.name}")
+                      else node.module for a in node.names]
+    return names
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def test_an_unreadable_cached_database_is_loaded_again(traces, cache, tmp_path):
+    cache.mkdir()
+    broken = cache / f"traces-{database_cache.traces_key(traces)}.duckdb"
+    broken.write_bytes(b"not a database")
+    path = database_cache.database(traces, tmp_path)
+    assert path == broken and db.open_database(path).execute(
+        "SELECT count(*) FROM runs").fetchone()[0] == len(db.run_dirs(traces))
+
+
+def test_the_most_recently_used_databases_are_kept(cache):
+    cache.mkdir()
+    for age in range(database_cache.KEEP + 2):
+        path = cache / f"traces-{age}.duckdb"
+        path.write_bytes(b"")
+        os.utime(path, (1_000_000 - age, 1_000_000 - age))
+    (cache / "unrelated.txt").write_text("kept")
+    database_cache.evict(cache)
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        [f"traces-{age}.duckdb" for age in range(database_cache.KEEP)] + ["unrelated.txt"])
+
+
+def test_off_keeps_nothing(traces, cache, tmp_path, monkeypatch):
+    monkeypatch.setenv(database_cache.ENV_CACHE, "off")
+    path = database_cache.database(traces, tmp_path)
+    assert path.parent == tmp_path and not cache.exists()
