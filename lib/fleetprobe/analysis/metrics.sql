@@ -4,6 +4,9 @@
 -- Inputs, loaded by fleetprobe/analysis/db.py:
 --   events     every line of every data/traces/<run>/events.jsonl (columns: EVENTS.md;
 --              absent fields are NULL)
+--   <experiment>_events  the events of one experiment with the fields EVENTS.md gives it
+--              (its own and the common ones), for views that keep every field of a line:
+--              the 170 others would be NULL columns every reader converts and drops
 --   manifests  one row per run directory from manifest.json (profile = target.server_profile)
 --
 -- Conventions:
@@ -38,7 +41,7 @@ FROM manifests m FULL OUTER JOIN seen s ON m.run_id = s.run_id;
 -- ---------------------------------------------------------------------------------------
 
 CREATE VIEW leakage_probes AS
-SELECT * FROM events WHERE experiment = 'leakage' AND phase = 'probe';
+SELECT * FROM leakage_events WHERE phase = 'probe';
 
 -- probes total (paper: planned 192 / executed 192): distinct (prober, secret) pairs that got
 -- an answer, over the pairs recorded; an interrupted run's shortfall against its plan is in
@@ -142,7 +145,7 @@ FROM leakage_reprobe GROUP BY run_id;
 -- ---------------------------------------------------------------------------------------
 
 CREATE VIEW provenance_chains AS
-SELECT * FROM events WHERE experiment = 'provenance' AND phase = 'chain';
+SELECT * FROM provenance_events WHERE phase = 'chain';
 
 -- writes that landed (2xx) over writes attempted (paper 200/200)
 CREATE VIEW provenance_writes_succeeded AS
@@ -208,7 +211,7 @@ FROM provenance_walk_fetches GROUP BY run_id;
 -- ---------------------------------------------------------------------------------------
 
 CREATE VIEW propagation_probes AS
-SELECT * FROM events WHERE experiment = 'propagation' AND phase = 'probe';
+SELECT * FROM propagation_events WHERE phase = 'probe';
 
 -- rate-phase fact writes that landed (paper 40 of 40 planned)
 CREATE VIEW propagation_writes_succeeded AS
@@ -278,10 +281,10 @@ ORDER BY run_id, requester_trust, relation DESC;
 -- ---------------------------------------------------------------------------------------
 
 CREATE VIEW contradiction_writes AS
-SELECT * FROM events WHERE experiment = 'contradiction' AND phase = 'write';
+SELECT * FROM contradiction_events WHERE phase = 'write';
 
 CREATE VIEW contradiction_checks AS
-SELECT * FROM events WHERE experiment = 'contradiction' AND phase = 'check';
+SELECT * FROM contradiction_events WHERE phase = 'check';
 
 -- writes admitted (201) over writes attempted (paper 194/400)
 CREATE VIEW contradiction_writes_succeeded AS
@@ -737,7 +740,7 @@ FROM events v JOIN runs r USING (run_id)
 WHERE v.experiment = 'matrix' AND v.phase = 'verdict';
 
 CREATE VIEW matrix_probes AS
-SELECT * FROM events WHERE experiment = 'matrix' AND phase = 'probe';
+SELECT * FROM matrix_events WHERE phase = 'probe';
 
 -- the run each (profile, target kind) is reported by: complete first, then the largest
 CREATE VIEW matrix_canonical AS

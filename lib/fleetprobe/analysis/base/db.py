@@ -202,6 +202,10 @@ def _event_tables(con: duckdb.DuckDBPyConnection,
     parts = ["events_schema", *groups]
     con.execute("CREATE VIEW events AS " + " UNION ALL BY NAME ".join(
         f"SELECT * FROM {t}" for t in parts))
+    for experiment in phase_fields():  # `<experiment>_events`: metrics.sql's header says why
+        fields = ", ".join(f'"{name}"' for name in event_columns(experiment))
+        con.execute(f"CREATE VIEW {experiment}_events AS SELECT {fields}, run_dir FROM events "
+                    f"WHERE experiment = '{experiment}'")
     return groups
 
 
