@@ -104,9 +104,12 @@ reproduce: $(STAMP)
 reproduce-fast: $(STAMP)
 	$(PY) -m fleetprobe reproduce $(PLAN) --fast $(if $(JOBS),--jobs $(JOBS))
 
+# The traces' database is loaded (or found in the cache) by a process of its own while the
+# notebook's kernel starts; the build in the kernel waits for it and opens it.
 report: $(STAMP)
+	@$(PY) -m fleetprobe.analysis.base.database_cache data/traces >/dev/null & \
 	$(NOTEBOOK) notebooks/report.ipynb reports/report.ipynb -p traces_root data/traces \
-	    -p out_dir reports
+	    -p out_dir reports; status=$$?; wait; exit $$status
 
 notebooks: $(STAMP)
 	$(PY) -m fleetprobe.reproduction notebooks data/traces reports

@@ -4,7 +4,10 @@ report's parsed traces): one directory per kind under $XDG_CACHE_HOME/fleetprobe
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -14,3 +17,13 @@ def cache_root(kind: str, env_var: str) -> Path:
         return Path(os.environ[env_var]).expanduser().resolve()
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "fleetprobe" / kind
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """One maker at a time of a cache entry, across processes (an advisory lock on `path`,
+    released when the block ends or the process dies): the others wait, then find it made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield

@@ -7,6 +7,7 @@ import ast
 import importlib.util
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,7 @@ def test_a_cached_database_gives_the_same_report_bytes(traces, cache, tmp_path, 
     report.build(traces, tmp_path / "out" / "warm", jobs=1)
     assert len(loads) == 1, "the second build loaded the traces again"
     name = f"traces-{database_cache.traces_key(traces)}.duckdb"
-    assert [p.name for p in cache.iterdir()] == [name]  # no partial file left
+    assert sorted(p.name for p in cache.iterdir()) == [".lock", name]  # no partial file left
     monkeypatch.setenv(database_cache.ENV_CACHE, "off")
     report.build(traces, tmp_path / "out" / "uncached", jobs=1)
     assert len(loads) == 2 and cache not in loads[1].parents
@@ -148,3 +149,23 @@ def test_off_keeps_nothing(traces, cache, tmp_path, monkeypatch):
     monkeypatch.setenv(database_cache.ENV_CACHE, "off")
     path = database_cache.database(traces, tmp_path)
     assert path.parent == tmp_path and not cache.exists()
+
+
+def test_builds_at_the_same_time_load_the_traces_once(traces, cache, tmp_path, monkeypatch):
+    """`make report` starts a load beside the notebook's kernel: whichever comes second waits
+    for the first and opens what it wrote. A writer killed half way left a partial file."""
+    cache.mkdir()
+    (cache / ".traces-0.duckdb.1.partial").write_bytes(b"killed half way")
+    loads = count_loads(monkeypatch)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        paths = list(pool.map(lambda i: database_cache.database(traces, tmp_path / str(i)),
+                              range(3)))
+    assert len(loads) == 1 and len(set(paths)) == 1
+    assert sorted(p.name for p in cache.iterdir()) == [".lock", paths[0].name]
+
+
+def test_the_command_line_makes_the_database(traces, cache, capsys):
+    assert database_cache.main([str(traces)]) == 0
+    made = Path(capsys.readouterr().out.strip())
+    assert made.parent == cache and made.is_file()
+    assert database_cache.main([str(traces / "missing")]) == 2

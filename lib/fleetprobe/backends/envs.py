@@ -16,7 +16,6 @@ installed into the kit's venv, and the kit's `requirements.lock` never changes.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import os
 import platform
@@ -97,8 +96,7 @@ def ensure(env: str) -> Path:
     if python_of(target).exists():
         return python_of(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{env}.lock-file", "w") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)
+    with caches.locked(target.parent / f".{env}.lock-file"):
         if python_of(target).exists():  # another process built it meanwhile
             return python_of(target)
         building = target.with_name(target.name + f".building-{os.getpid()}")

@@ -17,14 +17,12 @@ fleetprobe/engine):
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,13 +56,9 @@ def commit_home(source: EngineSource) -> Path:
     return cache_root() / f"{source.commit[:12]}{suffix}"
 
 
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> contextlib.AbstractContextManager[None]:
     """One builder (or starter) at a time per commit, across processes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+    return caches.locked(path)
 
 
 def ensure_built(source: EngineSource, log=print) -> EngineBuild:  # noqa: ANN001

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import duckdb
@@ -45,23 +46,28 @@ def database(traces_root: Path, scratch: Path) -> Path:
     if root is None:
         return _write(traces_root, scratch / "traces.duckdb")
     path = root / f"traces-{traces_key(traces_root)}.duckdb"
-    if path.is_file() and _readable(path):
-        os.utime(path)  # most recently used: kept longest
+    if _usable(path):
         return path
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError:  # a read-only home: the build still works, without a cache
         return _write(traces_root, scratch / "traces.duckdb")
-    # written beside its final name and renamed: a build running at the same time (or one
-    # killed half way) never opens a half-written database
-    partial = root / f".{path.name}.{os.getpid()}.partial"
-    try:
-        _write(traces_root, partial)
-        os.replace(partial, path)
-    finally:
-        for leftover in (partial, partial.with_name(partial.name + ".wal")):
-            leftover.unlink(missing_ok=True)
-    evict(root)
+    # one writer at a time: a build started meanwhile (`make report` starts one to load the
+    # traces while the notebook's kernel starts) waits here, then finds the database made
+    with caches.locked(root / ".lock"):
+        if _usable(path):
+            return path
+        for stale in root.glob(".traces-*.partial*"):  # left by a writer that was killed
+            stale.unlink(missing_ok=True)
+        # written beside its final name and renamed: nothing opens a half-written database
+        partial = root / f".{path.name}.{os.getpid()}.partial"
+        try:
+            _write(traces_root, partial)
+            os.replace(partial, path)
+        finally:
+            for leftover in (partial, partial.with_name(partial.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+        evict(root)
     return path
 
 
@@ -96,13 +102,16 @@ def _write(traces_root: Path, path: Path) -> Path:
     return path
 
 
-def _readable(path: Path) -> bool:
-    """False for a file DuckDB cannot open (cut short by a full disk, say): it is loaded
-    again rather than failing every section."""
+def _usable(path: Path) -> bool:
+    """The database exists and DuckDB opens it (a file cut short by a full disk is loaded
+    again rather than failing every section); marked most recently used."""
+    if not path.is_file():
+        return False
     try:
         db.open_database(path).close()
     except duckdb.Error:
         return False
+    os.utime(path)  # kept longest by `evict`
     return True
 
 
@@ -120,3 +129,22 @@ def _by_recency(root: Path) -> Iterator[Path]:
         except FileNotFoundError:  # evicted by another build meanwhile
             continue
     return (path for *_, path in sorted(entries, reverse=True))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m fleetprobe.analysis.base.database_cache TRACES`: make the database of these
+    traces now, so that a report built next (or meanwhile) finds it."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or not Path(args[0]).is_dir():
+        print("usage: python -m fleetprobe.analysis.base.database_cache TRACES_DIR",
+              file=sys.stderr)
+        return 2
+    if cache_dir() is None:
+        print(f"{ENV_CACHE}=off: no database kept")
+        return 0
+    print(database(Path(args[0]), Path(args[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
