@@ -34,6 +34,7 @@ from PIL import Image  # noqa: E402
 from fleetprobe.analysis.base.html import figure_file, table_file  # noqa: E402
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
 from fleetprobe.analysis.base.stats import rate  # noqa: E402
+from fleetprobe.analysis.base.tables import markdown  # noqa: E402
 from fleetprobe.policy import PATHS  # noqa: E402
 
 KEY, TITLE = "matrix", "Governance matrix"
@@ -523,7 +524,7 @@ def _by_target(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 
 def _md(frame: pd.DataFrame, empty: str) -> str:
-    return frame.to_markdown(index=False) if not frame.empty else f"_{empty}_"
+    return markdown(frame) if not frame.empty else f"_{empty}_"
 
 
 def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:
