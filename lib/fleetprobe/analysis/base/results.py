@@ -270,12 +270,11 @@ def _pick_all(runs: pd.DataFrame, selected: Sequence[str]) -> list[pd.Series]:
               .sort_values(["experiment", "profile", "_rank", "order"],
                            ascending=[True, True, True, False])
               .groupby(["experiment", "profile"], sort=True).head(1))
-    picked = []
-    for i in range(len(chosen)):
-        row = chosen.iloc[i].copy()
-        row["basis"] = rules[int(row.pop("_rank"))][0]
-        picked.append(row)
-    return picked
+    # the basis named in one column, then a row apiece: adding it to each row (a Series
+    # growing by a label) was most of the canonical runs' CPU, in every section
+    basis = [rules[int(r)][0] for r in chosen._rank.tolist()]
+    chosen = chosen.drop(columns="_rank").assign(basis=basis)
+    return [chosen.iloc[i] for i in range(len(chosen))]
 
 
 def _meets(name: str, rule: Any, recorded: dict[str, Any]) -> bool:
