@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from tabulate import tabulate
 
-from fleetprobe.analysis.base.tables import escape_latex, latex, markdown, text_columns
+from fleetprobe.analysis.base.tables import escape_latex, latex, markdown, records, text_columns
 
 # every kind of column a report table has: formatted text, numbers written as text (tabulate
 # parses and right-aligns them), real numbers, missing cells, bools, LaTeX's specials
@@ -55,3 +55,22 @@ def test_escape_latex_escapes_as_tabulate_does():
     text = "a_b & 50% {x} ~ \\ ^ # $ <y>"
     tabular = tabulate([[text]], tablefmt="latex_booktabs")
     assert escape_latex(text) in tabular
+
+
+def test_records_are_pandas_records():
+    frame = pd.DataFrame({
+        "text": pd.Series(["a", None, "c"], dtype="str"),
+        "count": [1, 2, 3],
+        "value": [0.5, math.nan, 2.0],
+        "flag": [True, False, True],
+        "object": ["x", None, 3],
+        "nullable": pd.array([1, None, 3], dtype="Int64"),
+        "maybe": pd.array([True, None, False], dtype="boolean"),
+        "when": pd.to_datetime(["2026-01-01", None, "2026-01-03"]),
+    })
+    for part in (frame, frame.iloc[0:0], frame[[]]):
+        expected = part.to_dict("records")
+        got = records(part)
+        assert [list(r) for r in got] == [list(r) for r in expected]
+        assert [[(type(v), repr(v)) for v in r.values()] for r in got] == [
+            [(type(v), repr(v)) for v in r.values()] for r in expected]

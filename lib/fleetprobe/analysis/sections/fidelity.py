@@ -27,7 +27,7 @@ import pandas as pd
 from fleetprobe.analysis.base.claims import judge
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish
 from fleetprobe.analysis.base.stats import fmt_rate, rate
-from fleetprobe.analysis.base.tables import Table, markdown, write_table
+from fleetprobe.analysis.base.tables import Table, markdown, records, write_table
 
 KEY, TITLE = "fidelity", "Fidelity (engine)"
 PROFILE = "memclaw-2.29"
@@ -209,7 +209,7 @@ def _by_probe(answers: pd.DataFrame) -> dict[str, SimpleNamespace]:
     was most of this section's time."""
     first = answers.drop_duplicates("probe_id")
     return {record["probe_id"]: SimpleNamespace(name=record["probe_id"], **record)
-            for record in first.to_dict("records")}
+            for record in records(first)}
 
 
 # ------------------------------------------------------------------------------ claims
