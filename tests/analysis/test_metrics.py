@@ -214,3 +214,23 @@ def test_measured_rate_sums_the_rate_rows_of_its_variant(results):
             assert k_of_n(results, metric, run_id, variant) == expected, (metric, run_id)
     assert results.measured_rate("leakage_search_leak", "no-such-run") is None
     assert results.measured_rate("no_such_metric", rates.run_id.iloc[0]) is None
+
+
+def test_measured_latency_is_the_first_latency_row_of_its_variant(results):
+    """Every (metric, run, variant) of the latency table, and some it does not hold, against
+    its rows filtered directly."""
+    latencies = results.latencies
+    variants = [None, ("fleet_id", "fleet_ids"), ("no_fleet", "fleet_ids"), ("nope", "nope")]
+    for (metric, run_id), group in latencies.groupby(["metric", "run_id"]):
+        for variant in variants:
+            rows = group
+            if rows.variant_write.notna().any():
+                write, search = variant or results.headline_variant
+                rows = rows[(rows.variant_write == write) & (rows.variant_search == search)]
+            expected = None if rows.empty else {
+                k: float(rows.iloc[0][k]) for k in ("n", "p50", "p95", "p99", "max")
+                if rows.iloc[0][k] is not None and not np.isnan(rows.iloc[0][k])}
+            assert results.measured_latency(metric, run_id, variant) == expected, (metric,
+                                                                                   run_id)
+    assert len(latencies.groupby(["metric", "run_id"])) > 3
+    assert results.measured_latency("no_such_metric", latencies.run_id.iloc[0]) is None

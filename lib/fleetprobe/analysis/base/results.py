@@ -47,7 +47,6 @@ class Results:
     paper: dict[str, Any]
     selected: Sequence[str] = field(default_factory=tuple)
     _views: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
-    _groups: dict[int, dict] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, traces_root: Path, run_ids: Iterable[str] | None = None,
@@ -216,12 +215,40 @@ class Results:
 
     def measured_latency(self, metric: str, run_id: str,
                          variant: tuple[str, str] | None = None) -> dict[str, float] | None:
-        rows = self._variant_rows(self.latencies, metric, run_id, variant)
-        if rows.empty:
+        found = self._latency_rows
+        key: tuple[str, ...] = (metric, run_id)
+        if key not in found:  # measured per variant, or not measured in that run
+            key = (metric, run_id, *(variant or self.headline_variant))
+        row = found.get(key)
+        if row is None:
             return None
-        row = rows.iloc[0]
-        return {k: float(row[k]) for k in ("n", "p50", "p95", "p99", "max")
-                if row[k] is not None and not _isnan(row[k])}
+        return {k: float(v) for k, v in row.items() if v is not None and not _isnan(v)}
+
+    @cached_property
+    def _latency_rows(self) -> dict[tuple[str, ...], dict[str, Any]]:
+        """(metric, run_id) -> the n and percentiles of its first row of the latency table;
+        for a metric a run measured per variant, (metric, run_id, variant_write,
+        variant_search) -> its first row of that variant (rows without one count in none).
+        One pass over the table instead of a frame filter per question."""
+        frame = self.latencies
+        keys = ["metric", "run_id", "variant_write", "variant_search"]
+        values = ["n", "p50", "p95", "p99", "max"]
+        varied = frame.variant_write.notna()
+        per_variant = set(zip(frame.metric[varied].tolist(), frame.run_id[varied].tolist(),
+                              strict=True))
+        found: dict[tuple[str, ...], dict[str, Any]] = {}
+        columns = [frame[c].tolist() for c in (*keys, *values)]
+        for metric, run_id, write, search, *row in zip(*columns, strict=True):
+            if not isinstance(metric, str) or not isinstance(run_id, str):
+                continue  # no group (as groupby drops a missing key)
+            if (metric, run_id) in per_variant:
+                if not isinstance(write, str) or not isinstance(search, str):
+                    continue
+                key: tuple[str, ...] = (metric, run_id, write, search)
+            else:
+                key = (metric, run_id)
+            found.setdefault(key, dict(zip(values, row, strict=True)))
+        return found
 
     def reject_reasons(self, run_id: str) -> dict[str, int]:
         """Rejected contradiction writes by reason, largest first."""
@@ -230,26 +257,10 @@ class Results:
         counts = rejected.groupby("outcome").writes.sum().sort_values(ascending=False)
         return {str(k): int(v) for k, v in counts.items()}
 
-    def _grouped(self, frame: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
-        """The rate or latency table split by (metric, run_id), once per table."""
-        key = id(frame)
-        if key not in self._groups:
-            self._groups[key] = {k: g for k, g in frame.groupby(["metric", "run_id"],
-                                                                 sort=False)}
-        return self._groups[key]
-
     @property
     def headline_variant(self) -> tuple[str, str]:
         v = self.paper.get("headline_variant", {})
         return (v.get("variant_write", "fleet_id"), v.get("variant_search", "fleet_ids"))
-
-    def _variant_rows(self, frame: pd.DataFrame, metric: str, run_id: str,
-                      variant: tuple[str, str] | None) -> pd.DataFrame:
-        rows = self._grouped(frame).get((metric, run_id), frame.iloc[0:0])
-        if rows.variant_write.notna().any():
-            write, search = variant or self.headline_variant
-            rows = rows[(rows.variant_write == write) & (rows.variant_search == search)]
-        return rows
 
 
 def _pick_all(runs: pd.DataFrame, selected: Sequence[str]) -> list[pd.Series]:
