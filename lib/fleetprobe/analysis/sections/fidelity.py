@@ -195,8 +195,10 @@ def compare_cells(profile: pd.DataFrame, engine: pd.DataFrame, flaky: set[str] |
                           "reason": reason(p, e, probe in (flaky or set()),
                                            races.get(probe))})
     frame = pd.DataFrame(rows, columns=["path", "principal", "visibility", "probe", "same"])
-    cells = (frame.groupby(["path", "principal", "visibility"], sort=True)
-             .agg(probes=("probe", "size"), differing=("same", lambda s: int((~s).sum())))
+    # a column summed per cell, not a Python function called per cell
+    cells = (frame.assign(_differs=~frame.same)
+             .groupby(["path", "principal", "visibility"], sort=True)
+             .agg(probes=("probe", "size"), differing=("_differs", "sum"))
              .reset_index())
     cells["cell"] = ["agree" if d == 0 else "differ" for d in cells.differing]
     return cells, pd.DataFrame(diffs, columns=["path", "principal", "visibility", "probe",
