@@ -22,6 +22,7 @@ MIXED = pd.DataFrame({
     "flag": [True, False, True, False],
     "text flags": ["True", "False", "True", "x"],
     "specials": ["~\\^#$", "<a>", "{b}", "%"],
+    "nullable": pd.array([1, None, 3, 4], dtype="Int64"),  # <NA> reads as text
 })
 
 
@@ -48,7 +49,7 @@ def test_markdown_takes_the_headers_given():
 def test_only_text_columns_skip_number_parsing():
     # the numbers written as text, the numbers and the bools are parsed as tabulate does
     assert [MIXED.columns[j] for j in text_columns(MIXED)] == [
-        "claim", "k/n", "text flags", "specials"]
+        "claim", "k/n", "text flags", "specials", "nullable"]
 
 
 def test_escape_latex_escapes_as_tabulate_does():

@@ -98,8 +98,12 @@ def text_columns(frame: pd.DataFrame) -> list[int]:
     cells are formatted text, and the first one usually settles its column."""
     values = frame.values  # what tabulate reads of a DataFrame
     cell_type = _tabulate_module._type
+    # a numpy number or bool column has no text cell: not looked through (a nullable one
+    # can: tabulate types a missing value <NA> as text)
+    numeric = [isinstance(dtype, np.dtype) and dtype.kind in "biuf"
+               for dtype in frame.dtypes.tolist()]
     return [j for j in range(values.shape[1])
-            if any(cell_type(cell) is str for cell in values[:, j])]
+            if not numeric[j] and any(cell_type(cell) is str for cell in values[:, j])]
 
 
 def per_canonical_run(results: Results, experiment: str, view: str) -> pd.DataFrame:
