@@ -196,3 +196,41 @@ def test_views_keep_the_columns_other_notebooks_select(tmp_path, view, columns):
     con = db.connect(tmp_path)
     present = {row[0] for row in con.execute(f'DESCRIBE "{view}"').fetchall()}
     assert columns <= present
+
+
+def test_measured_rate_sums_the_rate_rows_of_its_variant(results):
+    """Every (metric, run, variant) the rate table holds, and some it does not, against
+    the rate table's rows filtered and summed directly."""
+    rates = results.rates
+    variants = [None, ("fleet_id", "fleet_ids"), ("no_fleet", "fleet_ids"), ("nope", "nope")]
+    for (metric, run_id), group in rates.groupby(["metric", "run_id"]):
+        for variant in variants:
+            rows = group
+            if rows.variant_write.notna().any():
+                write, search = variant or results.headline_variant
+                rows = rows[(rows.variant_write == write) & (rows.variant_search == search)]
+            expected = None if rows.empty else (int(rows.numerator.sum()),
+                                                int(rows.denominator.sum()))
+            assert k_of_n(results, metric, run_id, variant) == expected, (metric, run_id)
+    assert results.measured_rate("leakage_search_leak", "no-such-run") is None
+    assert results.measured_rate("no_such_metric", rates.run_id.iloc[0]) is None
+
+
+def test_measured_latency_is_the_first_latency_row_of_its_variant(results):
+    """Every (metric, run, variant) of the latency table, and some it does not hold, against
+    its rows filtered directly."""
+    latencies = results.latencies
+    variants = [None, ("fleet_id", "fleet_ids"), ("no_fleet", "fleet_ids"), ("nope", "nope")]
+    for (metric, run_id), group in latencies.groupby(["metric", "run_id"]):
+        for variant in variants:
+            rows = group
+            if rows.variant_write.notna().any():
+                write, search = variant or results.headline_variant
+                rows = rows[(rows.variant_write == write) & (rows.variant_search == search)]
+            expected = None if rows.empty else {
+                k: float(rows.iloc[0][k]) for k in ("n", "p50", "p95", "p99", "max")
+                if rows.iloc[0][k] is not None and not np.isnan(rows.iloc[0][k])}
+            assert results.measured_latency(metric, run_id, variant) == expected, (metric,
+                                                                                   run_id)
+    assert len(latencies.groupby(["metric", "run_id"])) > 3
+    assert results.measured_latency("no_such_metric", latencies.run_id.iloc[0]) is None

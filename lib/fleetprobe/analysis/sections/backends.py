@@ -31,7 +31,7 @@ from fleetprobe.analysis.base.figures import FigureOutput  # noqa: E402
 from fleetprobe.analysis.base.results import Results  # noqa: E402
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
 from fleetprobe.analysis.base.stats import fmt_rate, rate  # noqa: E402
-from fleetprobe.analysis.base.tables import Table, write_table  # noqa: E402
+from fleetprobe.analysis.base.tables import Table, records, write_table  # noqa: E402
 from fleetprobe.policy import PATHS  # noqa: E402
 
 KEY, TITLE = "backends", "Backends"
@@ -330,7 +330,7 @@ def matrix_paths_table(results: Results) -> Table:
                      key=lambda p: (backend_of(p) is None, p))
     run_of = dict(zip(canonical.profile, canonical.run_id, strict=False))
     # the view has one row per run and path: a cell is a lookup, not a frame filter
-    cells = {(r["run_id"], r["path"]): r for r in paths.to_dict("records")}
+    cells = {(r["run_id"], r["path"]): r for r in records(paths)}
     if len(cells) != len(paths):
         raise ValueError("backend_matrix_paths has more than one row for a run and path")
     rows, reasons = [], {}
@@ -485,7 +485,8 @@ def overview_figure(judged: pd.DataFrame, out_dir: Path) -> tuple[list[Path], st
     if judged.empty:
         return [], NO_MATRIX
     families = [ALL_PATHS, *(n for n, _ in FAMILIES)]
-    targets = sorted(set(zip(judged.backend, judged.store, judged.version, strict=True)))
+    targets = sorted(set(zip(judged.backend.tolist(), judged.store.tolist(),
+                             judged.version.tolist(), strict=True)))
     keys = ["backend", "store", "version", "deployment"]
     grid = {((b, st, v), side, ALL_PATHS): tally
             for (b, st, v, side), tally in _tallies(judged, keys).items()}

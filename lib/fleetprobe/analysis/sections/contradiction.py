@@ -27,7 +27,13 @@ from fleetprobe.analysis.base.section import (
     from_parts,
 )
 from fleetprobe.analysis.base.stats import fmt_count, fmt_rate
-from fleetprobe.analysis.base.tables import Table, empty_note, markdown_or_note, write_table
+from fleetprobe.analysis.base.tables import (
+    Table,
+    empty_note,
+    markdown,
+    markdown_or_note,
+    write_table,
+)
 
 KEY, TITLE = "contradiction", "Contradiction"
 EXPERIMENTS = ("contradiction",)
@@ -152,7 +158,7 @@ def pipeline_ordering_section(rows: list[RunRow]) -> list[str]:
     if not value_only:
         return [*lines, "_No contradiction run with `pair_prose: value_only` in the traces; "
                         "the 9.2 ordering is not tested._", ""]
-    lines += [contradiction_frame(value_only).to_markdown(index=False), ""]
+    lines += [markdown(contradiction_frame(value_only)), ""]
     groups: dict[tuple[str, str], dict[str, RunRow]] = {}
     for run in value_only:  # oldest first, so the latest run of a profile wins
         key = (run.knobs["prose_diversity"], run.knobs["writer_assignment"])

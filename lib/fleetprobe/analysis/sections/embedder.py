@@ -16,6 +16,7 @@ import pandas as pd
 
 from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
 from fleetprobe.analysis.base.stats import fmt_count
+from fleetprobe.analysis.base.tables import markdown
 
 KEY, TITLE = "embedder", "Embedder ablation"
 EXPERIMENTS = ("leakage", "contradiction")
@@ -80,7 +81,7 @@ def section(results: Any) -> list[str]:
         + ".")
     return lines + ["Canonical runs of each profile with the bundled hashing embedder and "
                     "with the semantic one (its own label, judged like a target above).", "",
-                    table.to_markdown(index=False), "", summary, ""]
+                    markdown(table), "", summary, ""]
 
 
 def build(context: Context) -> SectionOutput:

@@ -8,7 +8,7 @@ import pandas as pd
 
 from fleetprobe.analysis.base.results import Results
 from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
-from fleetprobe.analysis.base.tables import Table, write_table
+from fleetprobe.analysis.base.tables import Table, markdown, write_table
 
 KEY, TITLE = "faults", "Faults"
 EXPERIMENTS = ("faults",)
@@ -79,7 +79,7 @@ def faults_table(results: Results) -> Table:
 def markdown_section(table: Table) -> str:
     """The REPRODUCTION.md section (the paper has no faults experiment: no verdicts)."""
     body = f"_{table.note}_" if table.empty else (
-        table.frame.drop(columns=["complete"]).to_markdown(index=False) + f"\n\n{table.note}")
+        markdown(table.frame.drop(columns=["complete"])) + f"\n\n{table.note}")
     return f"## {table.title}\n\n{body}\n"
 
 

@@ -27,7 +27,7 @@ import pandas as pd
 from fleetprobe.analysis.base.claims import judge
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish
 from fleetprobe.analysis.base.stats import fmt_rate, rate
-from fleetprobe.analysis.base.tables import Table, write_table
+from fleetprobe.analysis.base.tables import Table, markdown, records, write_table
 
 KEY, TITLE = "fidelity", "Fidelity (engine)"
 PROFILE = "memclaw-2.29"
@@ -195,8 +195,10 @@ def compare_cells(profile: pd.DataFrame, engine: pd.DataFrame, flaky: set[str] |
                           "reason": reason(p, e, probe in (flaky or set()),
                                            races.get(probe))})
     frame = pd.DataFrame(rows, columns=["path", "principal", "visibility", "probe", "same"])
-    cells = (frame.groupby(["path", "principal", "visibility"], sort=True)
-             .agg(probes=("probe", "size"), differing=("same", lambda s: int((~s).sum())))
+    # a column summed per cell, not a Python function called per cell
+    cells = (frame.assign(_differs=~frame.same)
+             .groupby(["path", "principal", "visibility"], sort=True)
+             .agg(probes=("probe", "size"), differing=("_differs", "sum"))
              .reset_index())
     cells["cell"] = ["agree" if d == 0 else "differ" for d in cells.differing]
     return cells, pd.DataFrame(diffs, columns=["path", "principal", "visibility", "probe",
@@ -209,7 +211,7 @@ def _by_probe(answers: pd.DataFrame) -> dict[str, SimpleNamespace]:
     was most of this section's time."""
     first = answers.drop_duplicates("probe_id")
     return {record["probe_id"]: SimpleNamespace(name=record["probe_id"], **record)
-            for record in first.to_dict("records")}
+            for record in records(first)}
 
 
 # ------------------------------------------------------------------------------ claims
@@ -303,20 +305,20 @@ def document(pair: tuple[pd.Series, pd.Series], cells: pd.DataFrame, diffs: pd.D
         f"{int(diffs.reason.str.startswith('order-dependent').sum()) if len(diffs) else 0}.",
         "",
         "## Differences", "",
-        diffs.to_markdown(index=False) if not diffs.empty else "_none_", "",
+        markdown(diffs) if not diffs.empty else "_none_", "",
         "## Paper claims, profile vs engine", "",
-        (claims.to_markdown(index=False) if not claims.empty else
+        (markdown(claims) if not claims.empty else
          "_no claim measured under both labels_"), "",
         "## Separation, profile vs engine", ""]
     if separation_pair is not None:
         lines += [f"Runs: profile `{separation_pair[0].run_id}`, engine "
                   f"`{separation_pair[1].run_id}`; a rate agrees when the 95% Wilson "
                   "intervals overlap.", "",
-                  separation.to_markdown(index=False) if not separation.empty else "_no rates_"]
+                  markdown(separation) if not separation.empty else "_no rates_"]
     else:
         lines.append("_no separation runs of the same params under both targets_")
-    lines += ["", "## Every cell", "", cells[["path", "principal", "visibility", "probes",
-                                              "differing", "cell"]].to_markdown(index=False), ""]
+    lines += ["", "## Every cell", "", markdown(cells[["path", "principal", "visibility",
+                                                       "probes", "differing", "cell"]]), ""]
     return "\n".join(lines)
 
 

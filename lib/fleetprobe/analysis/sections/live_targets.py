@@ -19,6 +19,7 @@ import pandas as pd
 from fleetprobe.analysis.base.claims import judge
 from fleetprobe.analysis.base.labels import LIVE_LATENCY_FACTOR, judged_labels, label_claims
 from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
+from fleetprobe.analysis.base.tables import markdown
 
 KEY, TITLE = "live_targets", "Other targets"
 EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation")
@@ -56,9 +57,9 @@ def section(results: Any, verdicts: Sequence[Any]) -> list[str]:
                      "experiments": ", ".join(sorted(runs.experiment)),
                      **{status: int(counts.get(status, 0)) for status in
                         ("reproduced", "differs", "not comparable", "not measured")}})
-    lines += [pd.DataFrame(rows).to_markdown(index=False), "", LATENCY_RULE, ""]
+    lines += [markdown(pd.DataFrame(rows)), "", LATENCY_RULE, ""]
     latency = _latency_rows(results, labels)
-    lines += [latency.to_markdown(index=False) if not latency.empty else
+    lines += [markdown(latency) if not latency.empty else
               "_no latency measured for these labels._", ""]
     return lines
 

@@ -34,6 +34,7 @@ from PIL import Image  # noqa: E402
 from fleetprobe.analysis.base.html import figure_file, table_file  # noqa: E402
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
 from fleetprobe.analysis.base.stats import rate  # noqa: E402
+from fleetprobe.analysis.base.tables import markdown, records  # noqa: E402
 from fleetprobe.policy import PATHS  # noqa: E402
 
 KEY, TITLE = "matrix", "Governance matrix"
@@ -334,7 +335,7 @@ def catalogue(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     if cat.empty:
         return pd.DataFrame(columns=["target", "path", "principal", "verdict", "what", "count",
                                      "visibilities", "reproduction", "mechanism"])
-    cat["reproduction"] = [reproduction(r) for r in cat.to_dict("records")]
+    cat["reproduction"] = [reproduction(r) for r in records(cat)]
     drifted = set(frames["matrix_agent_drift"].run_id)
     kinds = dict(zip(frames["runs"].run_id, frames["runs"].target_kind, strict=True))
     cat["target_kind"] = cat.run_id.map(kinds)
@@ -458,7 +459,7 @@ def heatmap(cells: pd.DataFrame, out_dir: Path) -> list[Path]:
     inches, holds every panel (an image each, one marker and one frame collection); the
     path and principal labels are pasted in as pixels (`label_strip`)."""
     targets = _order(list(cells.target.unique()))
-    probed_paths, probed_whos = set(cells.path), set(cells.principal)
+    probed_paths, probed_whos = set(cells.path.tolist()), set(cells.principal.tolist())
     paths = [p for p in PATH_ORDER if p in probed_paths]
     whos = [p for p in PRINCIPALS if p in probed_whos]
     share, missed = heatmap_grids(cells, targets, whos, paths)
@@ -523,7 +524,7 @@ def _by_target(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 
 def _md(frame: pd.DataFrame, empty: str) -> str:
-    return frame.to_markdown(index=False) if not frame.empty else f"_{empty}_"
+    return markdown(frame) if not frame.empty else f"_{empty}_"
 
 
 def write(con: duckdb.DuckDBPyConnection, out_dir: Path) -> MatrixSection:

@@ -32,7 +32,7 @@ from fleetprobe.analysis.base.section import (
     from_parts,
 )
 from fleetprobe.analysis.base.stats import fmt_count, fmt_rate
-from fleetprobe.analysis.base.tables import Table, empty_note, write_table
+from fleetprobe.analysis.base.tables import Table, empty_note, markdown, write_table
 
 KEY, TITLE = "provenance", "Provenance"
 EXPERIMENTS = ("provenance",)
@@ -109,7 +109,7 @@ def pacing_section(rows: list[RunRow]) -> list[str]:
     profiles = {r.profile for r in unthrottled}
     shown = [r for r in rows if r.profile in profiles
              and (r.knobs["pacing"] == "unthrottled" or r.knobs["pacing"].startswith("paced"))]
-    lines += [pacing_frame(shown).to_markdown(index=False), ""]
+    lines += [markdown(pacing_frame(shown)), ""]
     for run in unthrottled:
         lines.append(f"- {_pacing_finding(run, _paced_counterpart(rows, run.profile))}")
     return [*lines, ""]

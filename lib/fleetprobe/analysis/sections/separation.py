@@ -26,7 +26,7 @@ from fleetprobe.analysis.base.figures import PNG_ONLY, save, style  # noqa: E402
 from fleetprobe.analysis.base.html import figure_file, table_file  # noqa: E402
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
 from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate  # noqa: E402
-from fleetprobe.analysis.base.tables import latex  # noqa: E402
+from fleetprobe.analysis.base.tables import latex, markdown  # noqa: E402
 
 KEY, TITLE = "separation", "Separation"
 EXPERIMENTS = ("separation",)
@@ -258,8 +258,8 @@ def write_table(section: SeparationSection, out_dir: Path) -> list[Path]:
         md_path.write_text(f"## {title}\n\n_{section.note}_\n\n{statements}\n")
         tex_path.write_text(f"% {section.note}\n")
     else:
-        body = section.table.set_index("target").T.reset_index().to_markdown(
-            index=False, headers=["measure", *section.table.target])
+        body = markdown(section.table.set_index("target").T.reset_index(),
+                        headers=["measure", *section.table.target])
         md_path.write_text(f"## {title}\n\nRates k/n = value [95% Wilson CI].\n\n{body}\n\n"
                            f"{section.caption}\n\n{statements}\n")
         tex_path.write_text(latex(section.table, title, "tab:separation"))

@@ -22,7 +22,7 @@ from fleetprobe.analysis.base.claims import (
 from fleetprobe.analysis.base.labels import claim_profiles
 from fleetprobe.analysis.base.results import ABLATION, PROFILES, Results
 from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
-from fleetprobe.analysis.base.tables import Table, empty_note, write_table
+from fleetprobe.analysis.base.tables import Table, empty_note, markdown, write_table
 
 KEY, TITLE = "verdict", "Table 2"
 EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation")
@@ -81,8 +81,8 @@ def head(judged: list[Verdict]) -> str:
         "other target label (a live endpoint, another engine) is judged against each claim "
         "its runs measure, in rows of its own.",
         "",
-        claims[["claim", "profile", "paper", "measured", "status", "basis", "reason", "runs"]]
-        .to_markdown(index=False),
+        markdown(claims[["claim", "profile", "paper", "measured", "status", "basis", "reason",
+                         "runs"]]),
     ])
 
 
@@ -145,7 +145,7 @@ def runs_section(results: Results) -> list[str]:
         ["experiment", "profile", "is_ablation", "run_id"])[columns]
     lines = ["Headline runs have the paper's configuration (paper_values.yaml "
              "`headline_params`); ablation runs differ as the `differs` column says.", "",
-             shown.to_markdown(index=False), "",
+             markdown(shown), "",
              *versions_section(results.runs[results.runs.run_id.isin(shown.run_id)])]
     left_out = len(results.runs) - len(shown)
     if left_out:
@@ -166,7 +166,7 @@ def versions_section(runs: pd.DataFrame) -> list[str]:
         return []
     frame = pd.DataFrame(rows).fillna("-")
     return ["Library versions the runs recorded (manifest `packages`):", "",
-            frame.to_markdown(index=False), ""]
+            markdown(frame), ""]
 
 
 def _measured_text(results: Results, claim: dict, profile: str) -> str:

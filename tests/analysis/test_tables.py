@@ -1,0 +1,77 @@
+"""The table writers' shortcuts give tabulate's own text (Markdown as pandas' to_markdown
+writes it, LaTeX as tabulate's latex_booktabs)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from tabulate import tabulate
+
+from fleetprobe.analysis.base.tables import escape_latex, latex, markdown, records, text_columns
+
+# every kind of column a report table has: formatted text, numbers written as text (tabulate
+# parses and right-aligns them), real numbers, missing cells, bools, LaTeX's specials
+MIXED = pd.DataFrame({
+    "claim": ["leak_rate", "p50 <= 5 ms", "50% & more_{x}", None],
+    "k/n": ["3/40 (7.5%)", "", "12/12", "0/0"],
+    "numeric text": ["1", "2.50", "1,000", "-3e2"],
+    "count": [1, 20, 300, 4000],
+    "value": [0.5, math.nan, 1.25, 10.0],
+    "flag": [True, False, True, False],
+    "text flags": ["True", "False", "True", "x"],
+    "specials": ["~\\^#$", "<a>", "{b}", "%"],
+    "nullable": pd.array([1, None, 3, 4], dtype="Int64"),  # <NA> reads as text
+})
+
+
+@pytest.mark.parametrize("frame", [
+    MIXED,
+    MIXED.astype({"claim": "str", "k/n": "str"}),  # pandas' string dtype, NaN for None
+    MIXED.iloc[0:0],
+    MIXED[["count", "value"]],
+    MIXED[["numeric text"]],
+])
+def test_markdown_and_latex_are_tabulates_text(frame):
+    assert markdown(frame) == frame.to_markdown(index=False)
+    tabular = tabulate(frame, headers="keys", tablefmt="latex_booktabs", showindex=False)
+    assert latex(frame, "A & B", "tab:x") == (
+        f"\\begin{{table}}\n\\caption{{A \\& B}}\n\\label{{tab:x}}\n{tabular}\n\\end{{table}}\n")
+
+
+def test_markdown_takes_the_headers_given():
+    frame = MIXED[["claim", "count"]]
+    assert markdown(frame, headers=["a", "b"]) == frame.to_markdown(index=False,
+                                                                     headers=["a", "b"])
+
+
+def test_only_text_columns_skip_number_parsing():
+    # the numbers written as text, the numbers and the bools are parsed as tabulate does
+    assert [MIXED.columns[j] for j in text_columns(MIXED)] == [
+        "claim", "k/n", "text flags", "specials", "nullable"]
+
+
+def test_escape_latex_escapes_as_tabulate_does():
+    text = "a_b & 50% {x} ~ \\ ^ # $ <y>"
+    tabular = tabulate([[text]], tablefmt="latex_booktabs")
+    assert escape_latex(text) in tabular
+
+
+def test_records_are_pandas_records():
+    frame = pd.DataFrame({
+        "text": pd.Series(["a", None, "c"], dtype="str"),
+        "count": [1, 2, 3],
+        "value": [0.5, math.nan, 2.0],
+        "flag": [True, False, True],
+        "object": ["x", None, 3],
+        "nullable": pd.array([1, None, 3], dtype="Int64"),
+        "maybe": pd.array([True, None, False], dtype="boolean"),
+        "when": pd.to_datetime(["2026-01-01", None, "2026-01-03"]),
+    })
+    for part in (frame, frame.iloc[0:0], frame[[]]):
+        expected = part.to_dict("records")
+        got = records(part)
+        assert [list(r) for r in got] == [list(r) for r in expected]
+        assert [[(type(v), repr(v)) for v in r.values()] for r in got] == [
+            [(type(v), repr(v)) for v in r.values()] for r in expected]
