@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import multiprocessing
-import multiprocessing.forkserver
 import os
 import tempfile
 import time
@@ -30,16 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from fleetprobe.analysis import html_report, sections
-from fleetprobe.analysis.base import database_cache, db
+from fleetprobe.analysis.base import database_cache, db, workers
 from fleetprobe.analysis.base.section import REPRODUCTION, Context, SectionOutput, compose
 
 SECTIONS_PACKAGE = "fleetprobe.analysis.sections"
-# The heavy imports every section process needs, done once in the forkserver before it forks.
-# (the PDF backend and pandas' Styler and tabulate, which the sections import on their first
-# figure or table, are imported once there instead of once per worker)
-PRELOAD = ["fleetprobe.analysis.base.figures", "fleetprobe.analysis.base.claims",
-           "scipy.stats", "matplotlib.backends.backend_pdf", "pandas.io.formats.style",
-           "tabulate"]
 # Sections in the order they are handed to the processes: the longest first (CPU seconds
 # as `make bench-report` prints them), so the two cores finish together; a section not named
 # here goes last. The order of the output never depends on it.
@@ -72,27 +64,14 @@ def build_sections(context: Context, keys: Sequence[str], jobs: int | None = Non
             return {key: build_section(key, context) for key in keys}
         rank = {k: i for i, k in enumerate(LONGEST_FIRST)}
         order = sorted(keys, key=lambda k: rank.get(k, len(rank)))
-        mp_context = _context()
-        if isinstance(mp_context, multiprocessing.context.ForkServerContext):
-            # the forkserver does its imports while this process loads the traces: starting
-            # it returns at once, where the pool's first worker would wait for the imports
-            multiprocessing.forkserver.ensure_running()
+        # the forkserver does its imports while this process finds or loads the traces
+        mp_context = workers.start()
         database = database_cache.database(context.traces_root, Path(scratch))
         with ProcessPoolExecutor(max_workers=min(jobs, len(keys)),
                                  mp_context=mp_context) as pool:
             context = replace(context, database=database)
             futures = {key: pool.submit(build_section, key, context) for key in order}
             return {key: futures[key].result() for key in keys}
-
-
-def _context() -> multiprocessing.context.BaseContext:
-    """A forkserver where there is one (POSIX): the heavy imports happen once, and a worker
-    never inherits a notebook kernel's threads; spawn elsewhere."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(PRELOAD)
-        return context
-    return multiprocessing.get_context("spawn")
 
 
 def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None,

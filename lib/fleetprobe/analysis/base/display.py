@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 from IPython.display import HTML, Image, Markdown, display
 
+from fleetprobe.analysis.base.html import frame_html
 from fleetprobe.analysis.base.sql_views import details_html
 
 
@@ -22,7 +23,7 @@ def show_table(built: dict[str, Any], name: str, sql: bool = True) -> None:
     if table.empty:
         display(Markdown(f"_{table.note}_"))
     else:
-        display(_html(table.frame, name))
+        display(_html(table.frame))
         if table.note:
             display(Markdown(f"_{table.note}_"))
     if sql:
@@ -53,13 +54,13 @@ def show_verdicts(built: dict[str, Any], claim_ids: Iterable[str]) -> None:
     rows = [{"claim": v.label, "paper": v.paper, "reproduced": v.measured,
              "verdict": v.status, "why": v.reason}
             for v in built["verdicts"] if v.claim_id in wanted]
-    display(_html(pd.DataFrame(rows), "verdicts-" + "-".join(wanted)[:40]))
+    display(_html(pd.DataFrame(rows)))
 
 
-def _html(frame: pd.DataFrame, name: str) -> HTML:
-    """A table as HTML with a fixed styler id (not a random one, nor the Styler's address
-    as its text form), so an executed report is byte-identical from run to run."""
-    return HTML(frame.style.hide(axis="index").set_uuid(name).to_html())
+def _html(frame: pd.DataFrame) -> HTML:
+    """A table as index.html writes it (no index, no random styler id: an executed notebook
+    is byte-identical from run to run)."""
+    return HTML(frame_html(frame))
 
 
 def show_verdict_counts(built: dict[str, Any]) -> None:
