@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -142,7 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cache_dir() is None:
         print(f"{ENV_CACHE}=off: no database kept")
         return 0
-    print(database(Path(args[0]), Path(args[0])))
+    with tempfile.TemporaryDirectory() as scratch:  # used only if the cache is unwritable
+        print(database(Path(args[0]), Path(scratch)))
     return 0
 
 
