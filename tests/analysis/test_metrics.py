@@ -198,6 +198,15 @@ def test_views_keep_the_columns_other_notebooks_select(tmp_path, view, columns):
     assert columns <= present
 
 
+def rows_of_variant(results, group, variant):
+    """A metric's rows for one run, filtered directly: those of `variant` (default: the
+    headline one) where the metric has variants, else all of them."""
+    if group.variant_write.notna().any():
+        write, search = variant or results.headline_variant
+        return group[(group.variant_write == write) & (group.variant_search == search)]
+    return group
+
+
 def test_measured_rate_sums_the_rate_rows_of_its_variant(results):
     """Every (metric, run, variant) the rate table holds, and some it does not, against
     the rate table's rows filtered and summed directly."""
@@ -205,10 +214,7 @@ def test_measured_rate_sums_the_rate_rows_of_its_variant(results):
     variants = [None, ("fleet_id", "fleet_ids"), ("no_fleet", "fleet_ids"), ("nope", "nope")]
     for (metric, run_id), group in rates.groupby(["metric", "run_id"]):
         for variant in variants:
-            rows = group
-            if rows.variant_write.notna().any():
-                write, search = variant or results.headline_variant
-                rows = rows[(rows.variant_write == write) & (rows.variant_search == search)]
+            rows = rows_of_variant(results, group, variant)
             expected = None if rows.empty else (int(rows.numerator.sum()),
                                                 int(rows.denominator.sum()))
             assert k_of_n(results, metric, run_id, variant) == expected, (metric, run_id)
@@ -223,10 +229,7 @@ def test_measured_latency_is_the_first_latency_row_of_its_variant(results):
     variants = [None, ("fleet_id", "fleet_ids"), ("no_fleet", "fleet_ids"), ("nope", "nope")]
     for (metric, run_id), group in latencies.groupby(["metric", "run_id"]):
         for variant in variants:
-            rows = group
-            if rows.variant_write.notna().any():
-                write, search = variant or results.headline_variant
-                rows = rows[(rows.variant_write == write) & (rows.variant_search == search)]
+            rows = rows_of_variant(results, group, variant)
             expected = None if rows.empty else {
                 k: float(rows.iloc[0][k]) for k in ("n", "p50", "p95", "p99", "max")
                 if rows.iloc[0][k] is not None and not np.isnan(rows.iloc[0][k])}
