@@ -187,7 +187,7 @@ def save(fig, out_dir: Path, name: str, title: str, caption: str,
         if i == 1 and fig.get_layout_engine() is not None:
             # laid out once: the second file keeps the first one's layout instead of running
             # the layout engine (and the dry draw it needs) again, a third of a PDF's cost
-            fig.set_layout_engine("none")
+            fig.set_layout_engine(None)
         # No creation date or software version in the file: the same traces give the same
         # bytes under the same matplotlib.
         if path.suffix == ".pdf":
