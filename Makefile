@@ -26,7 +26,7 @@ NOTEBOOK    := $(PY) -m fleetprobe.notebooks
 PIP         := PYTHONWARNINGS=ignore $(PY) -m pip -q
 export MPLBACKEND := Agg
 
-.PHONY: help setup test test-slow lint contracts reproduce reproduce-fast report notebooks promote server lab \
+.PHONY: help setup bytecode test test-slow lint contracts reproduce reproduce-fast report notebooks promote server lab \
         batch benchmarks nbval lock dynamics docker-build docker-test clean server-pg test-pg scale10x \
         $(EXPERIMENTS:%=run-%)
 
@@ -71,7 +71,14 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: bytecode
+
+# Some machines set PYTHONDONTWRITEBYTECODE: then no .pyc of the kit's own modules is ever
+# written, and every process compiles them again from source (about 0.4 s each: the kernel,
+# the report's section workers, every pytest worker). compileall writes the missing or
+# stale ones (gitignored __pycache__/), and costs 0.04 s when none is.
+bytecode: $(STAMP)
+	@$(PY) -m compileall -q lib reference_server
 
 # pip-compile from pyproject.toml (runtime + dev, no other extras). Cheap to rerun after a
 # merge changes the dependencies; extras (e.g. docker) are installed on demand, unlocked.
@@ -90,28 +97,28 @@ lint: $(STAMP)
 contracts: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 
-test: lint contracts
+test: lint contracts bytecode
 	$(PY) -m pytest -q -m "not slow and not engine" $(XDIST)
 
 # The checks `make test` leaves out for speed (profile sweeps, the fuzz's full budget, every
 # experiment notebook on fresh smoke runs); CI runs them right after `make test`.
-test-slow: $(STAMP)
+test-slow: bytecode
 	$(PY) -m pytest -q -m slow $(XDIST)
 
-reproduce: $(STAMP)
+reproduce: bytecode
 	$(PY) -m fleetprobe reproduce $(PLAN) $(if $(JOBS),--jobs $(JOBS))
 
-reproduce-fast: $(STAMP)
+reproduce-fast: bytecode
 	$(PY) -m fleetprobe reproduce $(PLAN) --fast $(if $(JOBS),--jobs $(JOBS))
 
 # The traces' database is loaded (or found in the cache) by a process of its own while the
 # notebook's kernel starts; the build in the kernel waits for it and opens it.
-report: $(STAMP)
+report: bytecode
 	@$(PY) -m fleetprobe.analysis.base.database_cache data/traces >/dev/null & \
 	$(NOTEBOOK) notebooks/report.ipynb reports/report.ipynb -p traces_root data/traces \
 	    -p out_dir reports; status=$$?; wait; exit $$status
 
-notebooks: $(STAMP)
+notebooks: bytecode
 	$(PY) -m fleetprobe.reproduction notebooks data/traces reports
 
 promote: $(STAMP)
@@ -121,19 +128,19 @@ promote: $(STAMP)
 
 # One experiment notebook that runs its experiment (smoke scale unless PARAMS=params/reference).
 PARAMS ?= params/smoke
-$(EXPERIMENTS:%=run-%): run-%: $(STAMP)
+$(EXPERIMENTS:%=run-%): run-%: bytecode
 	$(NOTEBOOK) notebooks/$*.ipynb reports/$*.ipynb -p params_file $(PARAMS)/$*.yaml
 
-batch: $(STAMP)
+batch: bytecode
 	$(PY) -m fleetprobe batch $(PLAN) $(if $(JOBS),--jobs $(JOBS))
 
 # Re-executes the committed executed notebooks on the committed traces and compares outputs
 # (volatile output masked by .ci/nbval-sanitize.cfg).
-nbval: $(STAMP)
+nbval: bytecode
 	$(PY) -m pytest -q -p no:cacheprovider --nbval --nbval-sanitize-with .ci/nbval-sanitize.cfg \
 	    $(NOTEBOOKS:%=reports/%.ipynb) reports/report.ipynb
 
-server: $(STAMP)
+server: bytecode
 	@echo "API docs: http://127.0.0.1:$(PORT)/api/docs"
 	$(PY) -m reference_server --profile $(PROFILE) --host 127.0.0.1 --port $(PORT) --db reference.db
 
