@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 
 from fleetprobe.analysis import report
@@ -101,6 +102,23 @@ def test_the_shared_database_holds_the_shared_views_rows(fixture_traces, tmp_pat
         query = f"SELECT * FROM {name} ORDER BY ALL"
         assert shared.execute(query).fetchall() == fresh.execute(query).fetchall(), name
     assert shared.execute("SELECT count(*) FROM rate_metrics").fetchone()[0] > 0
+
+
+def test_shared_readers_of_a_file_are_independent_cursors(fixture_traces, tmp_path):
+    """Sections built in one process read the database through cursors on one instance: a
+    section that closes its reader leaves the next one's working, with the same rows."""
+    from fleetprobe.analysis.base import db
+
+    path = tmp_path / "traces.duckdb"
+    db.write_database(fixture_traces[0], path)
+    first = db.shared_reader(path)
+    rows = first.execute("SELECT * FROM runs ORDER BY ALL").fetchall()
+    first.close()
+    second = db.shared_reader(path)
+    assert second is not first
+    assert second.execute("SELECT * FROM runs ORDER BY ALL").fetchall() == rows
+    with pytest.raises(duckdb.Error):  # read-only, like open_database
+        second.execute("CREATE TABLE scribble (x INTEGER)")
 
 
 def test_answers_and_failures_match_a_query_per_run(results):

@@ -7,6 +7,7 @@ off by an interrupted run is skipped, so every view works on incomplete or empty
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Collection, Iterable
@@ -140,6 +141,18 @@ def _store_rows(con: duckdb.DuckDBPyConnection, view: str) -> None:
 
 def open_database(path: Path) -> duckdb.DuckDBPyConnection:
     return _quiet(duckdb.connect(str(path), read_only=True))
+
+
+def shared_reader(path: Path) -> duckdb.DuckDBPyConnection:
+    """A read-only cursor on a database file whose DuckDB instance stays open in this
+    process: a worker that builds several report sections reads the file's catalogue once,
+    not once a section (a fortieth of a second each)."""
+    return _quiet(_kept_open(str(path)).cursor())
+
+
+@functools.cache
+def _kept_open(path: str) -> duckdb.DuckDBPyConnection:
+    return open_database(Path(path))
 
 
 def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

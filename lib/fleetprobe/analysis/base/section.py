@@ -42,7 +42,7 @@ class Context:
     def results(self, experiments: Collection[str] | None = None) -> Results:
         """The traces as `Results`, with the events of `experiments` only (None: all)."""
         if self.database is not None:
-            results = Results(db.open_database(self.database), load_paper_values(),
+            results = Results(db.shared_reader(self.database), load_paper_values(),
                               self.run_ids)
         else:
             results = Results.load(self.traces_root, self.run_ids or None,
