@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetprobe.analysis.base import db, html
-from fleetprobe.analysis.base.results import Results, load_paper_values
+from fleetprobe.analysis.base.results import PAPER_VALUES, Results, load_paper_values
 from fleetprobe.analysis.base.tables import Table
 
 if TYPE_CHECKING:  # matplotlib is for the sections' processes, not the composing one
@@ -42,14 +42,30 @@ class Context:
     def results(self, experiments: Collection[str] | None = None) -> Results:
         """The traces as `Results`, with the events of `experiments` only (None: all)."""
         if self.database is not None:
-            results = Results(db.shared_reader(self.database), load_paper_values(),
-                              self.run_ids)
+            results = _kept_results(self.database, self.run_ids)
         else:
             results = Results.load(self.traces_root, self.run_ids or None,
                                    experiments=experiments)
         self.unreadable.extend(results.con.execute(
             "SELECT run_dir, lines FROM unreadable_lines").fetchall())
         return results
+
+
+# The last Results a process made of a database file, run selection and paper_values.yaml:
+# sections built one after the other in a worker ask it the same runs, canonical choice,
+# rate table and views, computed once this way (views are handed out as copies). Each
+# section gets it with a cursor of its own, which the section closes when it is done.
+_kept: tuple[tuple[Path, tuple[str, ...], bytes], Results] | None = None
+
+
+def _kept_results(database: Path, run_ids: tuple[str, ...]) -> Results:
+    global _kept
+    key = (database, run_ids, PAPER_VALUES.read_bytes())
+    if _kept is None or _kept[0] != key:
+        _kept = (key, Results(db.shared_reader(database), load_paper_values(), run_ids))
+    else:
+        _kept[1].con = db.shared_reader(database)
+    return _kept[1]
 
 
 @dataclass(frozen=True)
