@@ -97,6 +97,7 @@ def notebook_overhead(out_dir: Path) -> None:
 
     source = nbformat.read(str(REPO / "notebooks/report.ipynb"), as_version=4)
     source.cells = [c for c in source.cells if "parameters" in c.metadata.get("tags", [])]
+    source.metadata.pop("fleetprobe", None)  # ipykernel's own launcher: no section workers
     source.cells.append(nbformat.v4.new_code_cell("import fleetprobe.analysis.report"))
     path = out_dir / "imports-only.ipynb"
     nbformat.write(source, str(path))

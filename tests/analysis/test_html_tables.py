@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fleetprobe.analysis.base.html import frame_html
+from fleetprobe.analysis.base.html import blank_missing, frame_html
 
 # the characters pandas escapes, strips or shows as escapes, and some it leaves alone
 ALPHABET = list("ab 7.-/%_") + ["\t", "\n", "\r", "&", "<", ">", '"', "'", "\\", "\x0b",
@@ -74,3 +74,19 @@ def _only_without_rows(self, **kwargs):
 
 
 _ORIGINAL_TO_HTML = pd.DataFrame.to_html
+
+
+def test_blank_missing_gives_what_pandas_where_gives():
+    """Every kind of column a report table has, with missing cells: the same objects as
+    `astype(object).where(notna, "")`, in object columns."""
+    frame = pd.DataFrame({
+        "rate": [0.5, np.nan, 1.0], "text": ["a", None, "c"],
+        "count": pd.array([1, None, 3], dtype="Int64"), "flag": [True, False, True],
+        "when": pd.to_datetime(["2026-05-30", None, "2026-05-31"]),
+        "maybe": pd.array([True, None, False], dtype="boolean")}, index=[4, 5, 6])
+    expected = frame.astype(object).where(pd.notna(frame), "")
+    got = blank_missing(frame)
+    assert got.equals(expected)
+    assert got.dtypes.tolist() == expected.dtypes.tolist()
+    assert [type(v) for v in got.to_numpy().ravel()] == \
+        [type(v) for v in expected.to_numpy().ravel()]

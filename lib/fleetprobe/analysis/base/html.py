@@ -123,14 +123,21 @@ def table_html(name: str, table, out_dir: Path) -> str:
             + (f" <small>({', '.join(files)})</small>" if files else "") + "</h3>")
     if table.empty:
         return f"{head}<p class='missing'>{_e(table.note)}</p>{sql_html(table)}"
-    shown = table.frame.head(MAX_PAGE_ROWS)
-    frame = shown.astype(object).where(pd.notna(shown), "")
-    rendered = frame_html(frame)
+    rendered = frame_html(blank_missing(table.frame.head(MAX_PAGE_ROWS)))
     if len(table.frame) > MAX_PAGE_ROWS:
         rendered += (f"<p class='note'>The first {MAX_PAGE_ROWS:,} of {len(table.frame):,} "
                      f"rows; every row is in {', '.join(files) or 'the table files'}.</p>")
     note = f"<p class='note'>{_e(table.note)}</p>" if table.note else ""
     return f"{head}<div class='scroll'>{rendered}</div>{note}{sql_html(table)}"
+
+
+def blank_missing(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame's cells as Python objects, a missing one as "" (what
+    `frame.astype(object).where(frame.notna(), "")` gives, without pandas aligning and
+    copying the frame twice: a fifth of a second a report)."""
+    values = frame.to_numpy(dtype=object)
+    values[pd.isna(values)] = ""
+    return pd.DataFrame(values, index=frame.index, columns=frame.columns, dtype=object)
 
 
 def frame_html(frame: pd.DataFrame) -> str:
