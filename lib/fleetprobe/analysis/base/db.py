@@ -145,12 +145,12 @@ def open_database(path: Path) -> duckdb.DuckDBPyConnection:
 
 def shared_reader(path: Path) -> duckdb.DuckDBPyConnection:
     """A read-only cursor on a database file whose DuckDB instance stays open in this
-    process: a worker that builds several report sections reads the file's catalogue once,
-    not once a section (a fortieth of a second each)."""
+    process (the last file asked for): a worker that builds several report sections reads
+    the file's catalogue once, not once a section (a fortieth of a second each)."""
     return _quiet(_kept_open(str(path)).cursor())
 
 
-@functools.cache
+@functools.lru_cache(maxsize=1)
 def _kept_open(path: str) -> duckdb.DuckDBPyConnection:
     return open_database(Path(path))
 

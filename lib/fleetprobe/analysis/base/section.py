@@ -5,7 +5,8 @@ A section module (`fleetprobe.analysis.sections.<name>`) has one entry point,
 own tables, figures and files under `context.out_dir`, and returns them with its Markdown
 fragments (pieces of a shared document such as REPRODUCTION.md, each with an `order` that
 places it) and its HTML fragment. Sections share nothing but the traces, so the report can
-build them in separate processes; everything a section returns is picklable.
+build them in separate processes; everything a section returns is picklable. (A process that
+builds several keeps one read-only `Results` of the traces for them: `_kept_results`.)
 """
 
 from __future__ import annotations
