@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 
 from fleetprobe.labels import default_label
 from fleetprobe.trace import COMMON_FIELDS, EVENTS_FILES, events_file, phase_fields
@@ -257,6 +256,10 @@ def _drop_unreadable(con: duckdb.DuckDBPyConnection, table: str) -> None:
 
 
 def _load_runs(con: duckdb.DuckDBPyConnection, manifests: list[dict]) -> None:
+    # imported here: `make report` starts a process that only checks the database cache,
+    # and pandas is two thirds of its start-up
+    import pandas as pd
+
     frame = pd.DataFrame(manifests, columns=list(RUN_COLUMNS))
     columns = ", ".join(f'"{name}" {kind}' for name, kind in RUN_COLUMNS.items())
     con.execute(f"CREATE TABLE manifests ({columns})")
