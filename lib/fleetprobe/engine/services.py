@@ -75,6 +75,11 @@ class EngineState:
     started_at: str | None = None
     start_s: float | None = None
     owner_pid: int | None = None  # a run's private instance: the run's process
+    committed_at: str | None = None
+    # how the dependencies were chosen (the commit's uv.lock, or resolved as of its time)
+    # and exactly what each service's environment holds ({service: {package: version}})
+    resolution: dict[str, str | None] = field(default_factory=dict)
+    dependencies: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def base_url(self) -> str:
@@ -86,7 +91,9 @@ class EngineState:
     def manifest(self) -> dict[str, Any]:
         return {"commit": self.commit, "version": self.version, "auth": self.auth,
                 "rate_limits": dict(self.rate_limits), "python": self.python,
-                "services": {s: self.url(s) for s in self.ports}, "start_s": self.start_s}
+                "services": {s: self.url(s) for s in self.ports}, "start_s": self.start_s,
+                "committed_at": self.committed_at, "resolution": dict(self.resolution),
+                "dependencies": {s: dict(d) for s, d in self.dependencies.items()}}
 
 
 def free_port() -> int:
@@ -118,11 +125,13 @@ def start_engine(build: EngineBuild, run_dir: Path, auth: str = "headers",
         commit=build.source.commit, version=build.source.version, source=str(build.source.path),
         auth=auth, rate_limits={**DEFAULT_RATE_LIMITS, **(rate_limits or {})},
         python=build.info.get("python_version", "?"), home=str(run_dir),
-        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), owner_pid=owner_pid)
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), owner_pid=owner_pid,
+        committed_at=build.source.committed_at, resolution=build.info.get("resolution", {}),
+        dependencies=build.info.get("dependencies", {}))
     try:
-        pg_data, database_url = start_postgres()
-        state.pg_data = str(pg_data)
-        env = _service_env(build, state, gate_key, database_url)
+        postgres = start_postgres(free_port())
+        state.pg_data = str(postgres.data)
+        env = _service_env(build, state, gate_key, postgres.env())
         for service in SERVICE_APPS:
             _start_service(build, state, service, env, run_dir)
         served = httpx.get(state.base_url + "/api/v1/version", timeout=10).json().get("version")
@@ -138,7 +147,7 @@ def start_engine(build: EngineBuild, run_dir: Path, auth: str = "headers",
 
 
 def _service_env(build: EngineBuild, state: EngineState, gate_key: str | None,
-                 database_url: str) -> dict[str, str]:
+                 database: dict[str, str]) -> dict[str, str]:
     tree = build.tree
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update(OFFLINE_ENV)
@@ -146,7 +155,7 @@ def _service_env(build: EngineBuild, state: EngineState, gate_key: str | None,
     env["MEMCLAW_VERSION"] = state.version  # else /version says "dev" on a checkout
     env["PYTHONPATH"] = os.pathsep.join(
         str(p) for p in (tree / "core-api" / "src", tree / "core-storage-api" / "src", tree))
-    env["DATABASE_URL"] = database_url
+    env.update(database)
     env["ADMIN_API_KEY"] = secrets.token_urlsafe(24)  # required to boot; never used, forgotten
     if gate_key:
         env["MEMCLAW_API_KEY"] = gate_key
@@ -155,15 +164,14 @@ def _service_env(build: EngineBuild, state: EngineState, gate_key: str | None,
 
 def _start_service(build: EngineBuild, state: EngineState, service: str,
                    env: dict[str, str], run_dir: Path) -> None:
-    app, settings, health = SERVICE_APPS[service]
+    health = SERVICE_APPS[service][2]
     port = free_port()
     state.ports[service] = port
     if service == "core-api":
         env = {**env, "CORE_STORAGE_API_URL": state.url("core-storage-api")}
     log_path = run_dir / "logs" / f"{service}.log"
     state.logs[service] = str(log_path)
-    cmd = [str(build.python(service)), "-m", "common.serve", app, "--settings", settings,
-           "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    cmd = [str(build.python(service)), *start_command(build.tree, service, port)]
     with log_path.open("ab") as log:
         # its own session: `down` signals the whole group, and a Ctrl-C in the shell that
         # ran `engine up` does not reach it
@@ -172,6 +180,43 @@ def _start_service(build: EngineBuild, state: EngineState, service: str,
                                 start_new_session=True)
     state.pids[service] = proc.pid
     _wait_healthy(proc, state.url(service) + health, service, log_path)
+
+
+def start_command(tree: Path, service: str, port: int) -> list[str]:
+    """How the commit starts the service (after `python`): `common.serve` where the commit
+    has it (v2.2x), else its Dockerfile's `CMD` (uvicorn at v2.11.0), on loopback with one
+    worker (without Redis the caches are per process)."""
+    app, settings, _ = SERVICE_APPS[service]
+    loopback = ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    if (tree / "common" / "serve.py").is_file():
+        return ["-m", "common.serve", app, "--settings", settings, *loopback]
+    cmd = dockerfile_cmd(tree / service / "Dockerfile")
+    if not cmd or cmd[0] != "uvicorn":
+        raise EngineError(f"{service}: no common/serve.py and its Dockerfile's CMD {cmd!r} "
+                          "is not uvicorn: the kit does not know how to start this commit")
+    return ["-m", "uvicorn", *_without_options(cmd[1:], {"--host", "--port", "--workers"}),
+            *loopback]
+
+
+def dockerfile_cmd(dockerfile: Path) -> list[str]:
+    """The last exec-form `CMD [...]` of a Dockerfile."""
+    found: list[str] = []
+    for line in dockerfile.read_text().splitlines():
+        if line.strip().startswith("CMD ["):
+            found = json.loads(line.strip()[len("CMD "):])
+    return found
+
+
+def _without_options(args: list[str], names: set[str]) -> list[str]:
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in names:
+            skip = True
+        else:
+            out.append(arg)
+    return out
 
 
 def _wait_healthy(proc: subprocess.Popen, url: str, service: str, log_path: Path) -> None:

@@ -14,6 +14,7 @@ import subprocess
 import tarfile
 import tomllib
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from fleetprobe.engine.errors import EngineError
@@ -29,6 +30,7 @@ class EngineSource:
     commit: str  # full hash where known, else the short one in the archive's name
     version: str  # core-api's pyproject version (what the Dockerfile stamps as VERSION)
     is_archive: bool
+    committed_at: str  # the commit's time, UTC ISO 8601: what a lock-less build resolves as of
     dirty: bool = False  # a checkout with uncommitted changes
 
     @property
@@ -54,14 +56,15 @@ def inspect_source(src: Path) -> EngineSource:
     if src.is_file():
         if not src.name.endswith((".tar.gz", ".tgz")):
             raise EngineError(f"{src}: expected a .tar.gz source archive or a directory")
-        return EngineSource(src, _archive_commit(src), _archive_version(src), is_archive=True)
-    missing = [s for s in SERVICES if not (src / s / "uv.lock").is_file()]
+        return EngineSource(src, _archive_commit(src), _archive_version(src), is_archive=True,
+                            committed_at=_archive_time(src))
+    missing = [s for s in SERVICES if not (src / s / "pyproject.toml").is_file()]
     if missing:
-        raise EngineError(f"{src} is not a MemClaw engine checkout: no {missing[0]}/uv.lock "
-                          "(clone caura-ai/caura, docs/engine.md)")
-    commit, dirty = _git_commit(src)
+        raise EngineError(f"{src} is not a MemClaw engine checkout: no {missing[0]}/"
+                          "pyproject.toml (clone caura-ai/caura, docs/engine.md)")
+    commit, dirty, committed_at = _git_commit(src)
     return EngineSource(src, commit, _version(src / "core-api" / "pyproject.toml"),
-                        is_archive=False, dirty=dirty)
+                        is_archive=False, committed_at=committed_at, dirty=dirty)
 
 
 def _archive_commit(archive: Path) -> str:
@@ -76,6 +79,19 @@ def _archive_commit(archive: Path) -> str:
         return match.group(1)
     raise EngineError(f"{archive}: no commit id in its header or name; make it with "
                       "`git archive --format=tar.gz` or pass a checkout")
+
+
+def _archive_time(archive: Path) -> str:
+    """`git archive` stamps every entry with the commit's time."""
+    with tarfile.open(archive, "r:gz") as tar:
+        first = tar.next()
+        if first is None:
+            raise EngineError(f"{archive} is empty: not a MemClaw engine source")
+        return _iso(first.mtime)
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _archive_version(archive: Path) -> str:
@@ -93,7 +109,7 @@ def _version(pyproject: Path) -> str:
         return tomllib.load(fh)["project"]["version"]
 
 
-def _git_commit(src: Path) -> tuple[str, bool]:
+def _git_commit(src: Path) -> tuple[str, bool, str]:
     git = shutil.which("git")
     if git is None or not (src / ".git").exists():
         raise EngineError(f"{src} is not a git checkout (no .git): clone caura-ai/caura or "
@@ -102,7 +118,9 @@ def _git_commit(src: Path) -> tuple[str, bool]:
                           text=True, check=True).stdout.strip()
     status = subprocess.run([git, "-C", str(src), "status", "--porcelain"],
                             capture_output=True, text=True, check=True).stdout
-    return head, bool(status.strip())
+    when = subprocess.run([git, "-C", str(src), "log", "-1", "--format=%ct", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    return head, bool(status.strip()), _iso(int(when))
 
 
 def extract(source: EngineSource, dest: Path) -> Path:
