@@ -114,6 +114,9 @@ class Hardening:
     dedup_readable_only: bool = False
     # redistribute moves only rows the requester may change
     redistribute_row_scope: bool = False
+    # an agent reads its own team rows wherever they sit: after a move they are outside its
+    # home fleet, where MemClaw's predicate wants trust 2 even of their author (issue 34)
+    author_reads_own_rows: bool = False
     # --- governance over time (issue 24, the `dynamics` experiment) ---
     # a row past its `expires_at` is gone from every path (GET, contradictions, entity
     # links, list, search and recall, duplicate gates), as a soft-deleted row is; MemClaw

@@ -78,6 +78,9 @@ def row_access_allowed(profile: Profile, viewer: Viewer, row: dict, write: bool 
         return True
     if row["fleet_id"] is None or row["fleet_id"] == viewer.agent.fleet_id:
         return True
+    if (not write and profile.hardening.author_reads_own_rows
+            and row["agent_id"] == viewer.agent_id):
+        return True
     needed = CROSS_FLEET_WRITE_TRUST if write else CROSS_FLEET_READ_TRUST
     return viewer.agent.trust_level >= needed
 

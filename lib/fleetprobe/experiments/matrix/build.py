@@ -22,6 +22,7 @@ from typing import Any
 
 from fleetprobe.client import Credential, MemClawClient, Result, body_field, not_supported
 from fleetprobe.experiments.matrix.check import endpoint_absent
+from fleetprobe.experiments.matrix.moved import first_home, write_then_move
 from fleetprobe.experiments.matrix.state import (
     Wire,
     entity_name,
@@ -112,7 +113,7 @@ async def _principal(ctx: RunContext, w: Wire, a: PrincipalSpec) -> None:
         await _register(ctx, w, a, tenant.as_agent(agent_id))
         return
     result, cred = await ctx.client.provision_agent_key(
-        tenant, agent_id, initial_trust=1, initial_fleet=fleet_id(ctx, a.home),
+        tenant, agent_id, initial_trust=1, initial_fleet=fleet_id(ctx, first_home(a)),
         label="fleetprobe matrix")
     ctx.record("setup", result, step="provision", who=a.key)
     if cred is not None:
@@ -130,8 +131,9 @@ async def _principal(ctx: RunContext, w: Wire, a: PrincipalSpec) -> None:
 
 async def _register(ctx: RunContext, w: Wire, a: PrincipalSpec, cred: Credential) -> None:
     """The agent exists once a write asserts it (trust 1, home = the write's fleet)."""
-    body = registration_body(cred.agent_id or "", fleet_id(ctx, a.home) or "", ctx.nonce)
-    if a.home is None:
+    body = registration_body(cred.agent_id or "", fleet_id(ctx, first_home(a)) or "",
+                             ctx.nonce)
+    if first_home(a) is None:
         body.pop("fleet_id")  # home-less: a fleet-less first write leaves it without a home
     result = await ctx.client.write(cred, body)
     ctx.record("setup", result, step="register", who=a.key)
@@ -208,6 +210,7 @@ async def write_rows(ctx: RunContext) -> None:
     await ctx.gather([_trust(ctx, w, world(ctx).principals[o], AWAY_TRUST) for o in owners],
                      desc="away trust")
     await ctx.gather([write_single(ctx, w, r, idempotent=False) for r in away], desc="away")
+    await write_then_move(ctx, w, [r for r in rows if r.via == "moved"], write_single)
     chains: dict[str, list[RowSpec]] = defaultdict(list)
     for r in rows:
         if r.chain is not None:
@@ -324,7 +327,7 @@ async def set_trust(ctx: RunContext) -> None:
     """Every registered agent at its planned trust (those raised for `away` rows too)."""
     w = wire(ctx)
     raised = {r.owner for r in world(ctx).rows.values() if r.via == "away"}
-    agents = [a for a in world(ctx).agents() if a.key in w.creds
+    agents = [a for a in world(ctx).agents() if a.key in w.creds and a.moved_from is None
               and (a.trust != 1 or a.key in raised)]
     await ctx.gather([_trust(ctx, w, a, a.trust) for a in agents], desc="trust")
 

@@ -63,9 +63,13 @@ def acting_agent(w: Wire, who: PrincipalSpec, row: RowSpec) -> dict[str, str]:
     return {"agent_id": w.agent_ids[who.key if who.kind == "agent" else row.owner]}
 
 
+MOVED_WORDS_OFFSET = 500_000  # movers' probes (m0, m1, ...) share no tag with e/r probes
+
+
 def fresh_words(probe: ProbeSpec, what: str) -> str:
     """Content of a probe's own, sharing no word with any row (so it near-duplicates none)."""
-    n = int(probe.probe_id.lstrip("er").split("+")[0] or 0)
+    n = int(probe.probe_id.lstrip("erm").split("+")[0] or 0)
+    n += MOVED_WORDS_OFFSET if probe.probe_id.startswith("m") else 0
     tag = " ".join(spelled(n * 7 + k, 5) for k in range(3))
     return f"Matrix {what} {probe.probe_id} {tag}"
 

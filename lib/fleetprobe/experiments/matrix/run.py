@@ -39,6 +39,7 @@ from fleetprobe.experiments.matrix.build import (
     setup_tenants,
     write_rows,
 )
+from fleetprobe.experiments.matrix.moved import add_moved_probes
 from fleetprobe.experiments.matrix.probes import CONTROL_PATHS, PROBES, control, ids
 from fleetprobe.experiments.matrix.state import Wire, wire, world
 from fleetprobe.experiments.matrix.world import (
@@ -75,6 +76,7 @@ NA_GHOST = ("agent identities are provisioned keys on this target: an agent id n
 
 class MatrixParams(ExperimentParams):
     tenants: int = Field(2, ge=1, le=6, description="tenants with the same world")
+    moved_agents: bool = Field(True, description="agents moved after writing (moved.py)")
     fleets: int = Field(8, ge=2, le=8, description="fleets per tenant (confusable names)")
     enumerated: bool = True
     # the enumerated matrix's agent trust levels, and whether the status / deleted-row /
@@ -115,6 +117,8 @@ def make_plan(params: MatrixParams) -> Plan:
     probes = (enumerate_probes(plan, params.seed, tuple(params.enumerate_trusts),
                                params.sweeps) if params.enumerated else [])
     probes += random_probes(plan, params.seed, params.random_probes, params.cross_tenant_share)
+    if params.enumerated and params.moved_agents:
+        probes += add_moved_probes(plan, params.seed, tuple(params.enumerate_trusts))
     plan.probes = probes
     paper = (paper_plan(params.seed, params.paper_fleets, params.paper_agents_per_fleet)
              if params.paper_fleets else None)

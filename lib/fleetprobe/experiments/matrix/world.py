@@ -13,6 +13,7 @@ across tenants is part of the test):
   its fleet's entity; every non-victim row is linked to its fleet's entity;
 - per agent of the first fleet, one row it wrote into the second fleet while it held trust 3
   (`away`): its own row outside its home fleet;
+- agents that moved (`A.m<trust>`, moved.py): rows written in the fleet an agent left;
 - victim rows: one fresh row per probe that changes a row, so every change meets a row no
   other probe has touched;
 - every row's content is its own words (no template shared between rows), so a search for a
@@ -66,6 +67,7 @@ class PrincipalSpec:
     home: str | None = None  # plan-level fleet name
     trust: int = 0
     registered: bool = True  # False: an agent id the run never registers ("A.g3")
+    moved_from: str | None = None  # registered in this fleet, then moved to `home` (moved.py)
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,8 @@ class RowSpec:
     chain: str | None = None
     pos: int = 0
     content: str = ""
-    away: str | None = None  # written into this fleet, not the owner's home (owner at trust 3)
+    away: str | None = None  # written into this fleet, not the owner's home (at trust 3, or
+    # before the owner moved: via "moved")
 
 
 @dataclass(frozen=True)
