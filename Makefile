@@ -55,7 +55,8 @@ help:
 	@echo "make test-browser    reports/index.html in headless Chromium (installs chromium, playwright)"
 	@echo "make engine          MemClaw's open-source engine on loopback (ENGINE_SRC=checkout|archive,"
 	@echo "                     ENGINE_CMD=up|status|down); docs/engine.md"
-	@echo "make test-engine     the engine tier: starts the engine, runs leakage against it"
+	@echo "make test-engine     the engine tier: starts v2.29.0 and the paper's May commits, runs"
+	@echo "                     leakage against each"
 	@echo "make backends        LangGraph, mem0, CrewAI behind the wire adapter, each from its own"
 	@echo "                     locked venv: params/backends.yaml into data/reproductions/ (docs/backends.md)"
 	@echo "make backends-smoke  the adapters' smokes and wire tests (CI)"
@@ -296,18 +297,19 @@ scale10x: $(PG_STAMP)
 	$(PY) -m fleetprobe batch params/scale10x/plan.yaml
 
 # --- #21: MemClaw's open-source engine as a target (lib/fleetprobe/engine, docs/engine.md) ----
-# ENGINE_SRC: a caura-ai/caura checkout at b65ecbe or its source archive; default
-# FLEETPROBE_ENGINE_SRC, else the archive in ../shared/engines when present. Built once into
-# ~/.cache/fleetprobe/engine/<commit>/ (needs a Python >= 3.12 on the machine).
-ENGINE_SRC ?= $(or $(FLEETPROBE_ENGINE_SRC),$(firstword $(wildcard ../shared/engines/caura-*.tar.gz)))
+# ENGINE_SRC: a caura-ai/caura checkout or source archive (e2d805e, 045039f or b65ecbe); default
+# FLEETPROBE_ENGINE_SRC, else v2.29.0's archive in ../shared/engines when present. Built once
+# into ~/.cache/fleetprobe/engine/<commit>/ (needs a Python >= 3.12 on the machine).
+ENGINE_SRC ?= $(or $(FLEETPROBE_ENGINE_SRC),$(firstword $(wildcard ../shared/engines/caura-v2.29.0-*.tar.gz)))
 ENGINE_CMD ?= up
 .PHONY: engine test-engine
 engine: $(PG_STAMP)
 	$(PY) -m fleetprobe engine $(ENGINE_CMD) $(if $(ENGINE_SRC),--src $(ENGINE_SRC))
 
-# Starts the engine from ENGINE_SRC (cold build on a fresh machine), checks status and
-# version, runs leakage against it through the CLI, stops it (and any instance of the same
-# commit you started with `make engine`). Not part of `make test`.
+# Starts the engine from ENGINE_SRC (v2.29.0; cold build on a fresh machine), checks status
+# and version, runs leakage against it through the CLI, stops it (and any instance of the
+# same commit you started with `make engine`); then the two May commits of the paper's day
+# from ../shared/engines, side by side (tests/engine/test_engine_may.py). Not in `make test`.
 test-engine: $(PG_STAMP)
 	$(if $(ENGINE_SRC),FLEETPROBE_ENGINE_SRC=$(abspath $(ENGINE_SRC))) \
 	    $(PY) -m pytest -q -s -p no:nbval -p no:cacheprovider -m engine tests/engine
