@@ -6,7 +6,8 @@ import json
 
 import pandas as pd
 
-from fleetprobe.analysis.sections.fidelity import compare_cells, pairs
+from fleetprobe.analysis.sections.fidelity.cells import compare_cells
+from fleetprobe.analysis.sections.fidelity.pairs import pairs
 
 COLUMNS = ["probe_id", "path", "principal", "visibility", "verdict", "what", "status",
            "returned", "error", "op", "who", "row_key", "sent_ms", "answered_ms"]
@@ -51,21 +52,33 @@ def test_a_cell_agrees_only_when_every_probe_in_it_agrees() -> None:
     assert diffs.iloc[1].reason == "only the engine recorded this verdict"
 
 
-def test_runs_pair_only_with_the_same_params() -> None:
-    def run(run_id: str, kind: str, label: str, seed: int, profile: str | None = None
-            ) -> dict:
-        params = {"seed": seed, "fleets": 3, "target": {"kind": kind, "profile": profile},
+def test_runs_pair_with_their_profile_under_the_same_params() -> None:
+    """An engine commit pairs with the profile that stands for it, run for run under the same
+    params (seed, world); the fitted seed and world are marked, the others held out."""
+    def run(run_id: str, kind: str, label: str, seed: int, profile: str | None = None,
+            commit: str | None = None, fleets: int = 3) -> dict:
+        params = {"seed": seed, "fleets": fleets, "target": {"kind": kind, "profile": profile},
                   "client": {"max_concurrency": 8 if kind == "engine" else 4}}
         return {"run_id": run_id, "experiment": "matrix", "target_kind": kind,
                 "profile": label, "params": json.dumps(params), "complete": True,
-                "started_at": run_id}
+                "started_at": run_id, "seed": seed, "engine_commit": commit}
     runs = pd.DataFrame([
-        run("1", "engine", "engine 2.29.0", 11),
+        run("1", "engine", "engine 2.29.0 @ b65ecbe", 11, commit="b65ecbe17605f2a8"),
         run("2", "reference", "memclaw-2.29 headers", 11, "memclaw-2.29"),
         run("3", "reference", "memclaw-2.29", 7, "memclaw-2.29"),
-        run("4", "reference", "memclaw-2026-05-31", 11, "memclaw-2026-05-31")])
-    found = pairs(runs, "matrix")
-    assert [(p.run_id, e.run_id) for p, e in found] == [("2", "1")]
+        run("4", "reference", "memclaw-2026-05-31", 11, "memclaw-2026-05-31"),
+        run("5", "engine", "engine 2.11.0 @ e2d805e", 12, commit="e2d805e8b80a"),
+        run("6", "reference", "memclaw-2026-05-30 headers", 12, "memclaw-2026-05-30"),
+        run("7", "engine", "my label", 11, commit="e2d805e8b80a", fleets=5),
+        run("8", "reference", "memclaw-2026-05-30 headers", 11, "memclaw-2026-05-30",
+            fleets=5),
+        run("9", "engine", "engine 2.11.0 @ 045039f", 11, commit="045039f3")])
+    profiles = {"e2d805e": "memclaw-2026-05-30", "045039f": "memclaw-2026-05-31",
+                "b65ecbe": "memclaw-2.29"}
+    found = pairs(runs, "matrix", profiles, {"seed": 11, "fleets": 3})
+    assert [(p.profile_run.run_id, p.engine_run.run_id, p.fitted) for p in found] == [
+        ("8", "7", False), ("6", "5", False), ("4", "9", True), ("2", "1", True)]
+    assert found[0].name == "memclaw-2026-05-30 vs e2d805e"
 
 
 def _dup_pair(e7: tuple, e8: tuple, spans: tuple[tuple, tuple]) -> pd.DataFrame:

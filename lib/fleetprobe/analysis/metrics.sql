@@ -33,6 +33,7 @@ SELECT coalesce(m.run_id, s.run_id)                      AS run_id,
        coalesce(m.complete, false)                       AS complete,
        m.incomplete_reason, m.started_at, m.ended_at, m.params, m.planned, m.executed,
        coalesce(m.has_manifest, false)                   AS has_manifest, m.packages,
+       m.engine_commit,
        coalesce(s.n_events, 0)                           AS n_events
 FROM manifests m FULL OUTER JOIN seen s ON m.run_id = s.run_id;
 

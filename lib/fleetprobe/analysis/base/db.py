@@ -76,6 +76,7 @@ RUN_COLUMNS: dict[str, str] = {
     "planned": "VARCHAR",
     "executed": "VARCHAR",
     "has_manifest": "BOOLEAN",
+    "engine_commit": "VARCHAR",
     "packages": "VARCHAR",
     # JSON lists: what the run skipped ({probe, reason}) and could not do (reasons)
     "skipped": "VARCHAR",
@@ -298,6 +299,7 @@ def read_manifest(run_dir: Path) -> dict:
         "planned": json.dumps(manifest.get("planned") or {}, sort_keys=True),
         "executed": json.dumps(manifest.get("executed") or {}, sort_keys=True),
         "has_manifest": True,
+        "engine_commit": (target.get("engine") or {}).get("commit"),
         "packages": json.dumps(manifest.get("packages") or {}, sort_keys=True),
         "skipped": json.dumps(manifest.get("skipped") or []),
         "shortfalls": json.dumps(manifest.get("shortfalls") or []),

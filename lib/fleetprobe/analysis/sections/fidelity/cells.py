@@ -1,66 +1,29 @@
-"""Fidelity (issue 21): the bundled server's `memclaw-2.29` profile against MemClaw's engine.
-
-1. The matrix, cell by cell: the engine's canonical matrix run (target kind `engine`) beside
-   the bundled run under profile `memclaw-2.29` with the same params apart from the target
-   (same seed, world and probes). A cell is (path, principal as the profile's checker labelled
-   it, row visibility); each probe is matched by its id, and a cell agrees when every probe in
-   it got the same verdict on both targets (a side effect is a verdict of its own: present on
-   one side only is a difference). Each difference shows both answers (status, returned,
-   the target's error message) and the reason read from them.
-2. The paper's claims, claim by claim: each label's verdict (analysis/base/claims.py) for
-   the profile's label and the engine's, side by side.
-3. Separation: each rate of the separation views, by Wilson overlap.
-
-Written to reports/FIDELITY.md and reports/tables/fidelity_*.{csv,md,tex}.
+"""The matrix, cell by cell: a bundled profile's run beside an engine's run of the same params
+(same seed, world and probes). A cell is (path, principal as the checker labelled it, row
+visibility); each probe is matched by its id, and a cell agrees when every probe in it got the
+same verdict on both targets (a side effect is a verdict of its own: present on one side only
+is a difference). Each difference shows both answers (status, returned, the target's error
+message) and the reason read from them.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import duckdb
 import pandas as pd
 
-from fleetprobe.analysis.base.claims import judge
-from fleetprobe.analysis.base.section import Context, SectionOutput, finish
-from fleetprobe.analysis.base.stats import fmt_rate, rate
-from fleetprobe.analysis.base.tables import Table, markdown, records, write_table
-
-KEY, TITLE = "fidelity", "Fidelity (engine)"
-PROFILE = "memclaw-2.29"
-DOCUMENT = "FIDELITY.md"
-# params that say how a run was made, not what it measured
-RUN_KEYS = ("target", "traces_root", "progress", "client")
-NOT_YET = ("Not measured: the traces hold no matrix run against the engine (target kind "
-           "`engine`) with a bundled `memclaw-2.29` run of the same params beside it "
-           "(`python -m fleetprobe reproduce params/engine.yaml`, docs/engine.md).")
-SEPARATION_VIEWS = ("separation_contamination", "separation_restricted_records",
-                    "separation_absence", "separation_attribution", "separation_reserved",
-                    "separation_insight_read", "separation_underlying_read")
+from fleetprobe.analysis.base.tables import records
+from fleetprobe.analysis.sections.fidelity.pairs import same_world
 
 
-# ------------------------------------------------------------------------------ pairing
-
-
-def _world(params: str | None) -> str:
-    doc = json.loads(params or "{}")
-    return json.dumps({k: v for k, v in doc.items() if k not in RUN_KEYS}, sort_keys=True)
-
-
-def _profile_of(params: str | None) -> str | None:
-    return (json.loads(params or "{}").get("target") or {}).get("profile")
-
-
-def repeats(runs: pd.DataFrame, profile_run: pd.Series) -> list[str]:
-    """Other complete bundled `memclaw-2.29` runs of the same params as `profile_run`."""
+def repeats(runs: pd.DataFrame, profile_run: pd.Series, profile: str) -> list[str]:
+    """Other complete runs of bundled `profile` with the same params as `profile_run`."""
     same = runs[(runs.experiment == profile_run.experiment) & (runs.target_kind == "reference")
                 & (runs.run_id != profile_run.run_id) & runs.complete]
     return sorted(r.run_id for r in same.itertuples()
-                  if _profile_of(r.params) == PROFILE and _world(r.params) ==
-                  _world(profile_run.params))
+                  if same_world(r.params, profile_run.params, profile))
 
 
 def order_dependent(con: duckdb.DuckDBPyConnection, profile_run: str,
@@ -74,27 +37,6 @@ def order_dependent(con: duckdb.DuckDBPyConnection, profile_run: str,
         both = base.index.intersection(again.index)
         found |= set(both[base[both] != again[both]])
         found |= set(base.index.symmetric_difference(again.index))
-    return found
-
-
-def pairs(runs: pd.DataFrame, experiment: str) -> list[tuple[pd.Series, pd.Series]]:
-    """(profile run, engine run) per engine label: the engine's latest complete run of the
-    experiment and the latest complete bundled `memclaw-2.29` run with the same params."""
-    runs = runs[(runs.experiment == experiment)].sort_values(["started_at", "run_id"])
-    engines = runs[runs.target_kind == "engine"]
-    bundled = runs[(runs.target_kind == "reference")
-                   & pd.Series([_profile_of(p) == PROFILE for p in runs.params],
-                               index=runs.index, dtype=bool)]
-    found = []
-    for label in sorted(set(engines.profile)):
-        mine = engines[engines.profile == label]
-        mine = mine[mine.complete] if mine.complete.any() else mine
-        engine = mine.iloc[-1]
-        same = bundled[pd.Series([_world(p) == _world(engine.params) for p in bundled.params],
-                                 index=bundled.index, dtype=bool)]
-        same = same[same.complete] if same.complete.any() else same
-        if not same.empty:
-            found.append((same.iloc[-1], engine))
     return found
 
 
@@ -212,154 +154,3 @@ def _by_probe(answers: pd.DataFrame) -> dict[str, SimpleNamespace]:
     first = answers.drop_duplicates("probe_id")
     return {record["probe_id"]: SimpleNamespace(name=record["probe_id"], **record)
             for record in records(first)}
-
-
-# ------------------------------------------------------------------------------ claims
-
-
-def claim_rows(results: Any, profile_label: str, engine_label: str) -> pd.DataFrame:
-    rows = []
-    for claim in results.claims:
-        p, e = judge(results, claim, profile_label), judge(results, claim, engine_label)
-        if p.status == "not measured" and e.status == "not measured":
-            continue
-        rows.append({"claim": claim["id"], "section": claim["section"],
-                     "paper": p.paper, "profile": f"{p.status}: {p.measured}",
-                     "engine": f"{e.status}: {e.measured}",
-                     "same verdict": "yes" if p.status == e.status else "no",
-                     "engine's reason": e.reason if p.status != e.status else ""})
-    return pd.DataFrame(rows)
-
-
-def separation_rows(results: Any, profile_run: str, engine_run: str) -> pd.DataFrame:
-    rows = []
-    for view in SEPARATION_VIEWS:
-        frame = results.view(view, [profile_run, engine_run])
-        keys = [c for c in frame.columns if c not in (
-            "run_id", "numerator", "denominator", "hold_visible", "summary_named",
-            "misattributed", "stored")]
-        for group, part in frame.groupby(keys, sort=True) if keys else [((), frame)]:
-            by = part.set_index("run_id")
-            if profile_run not in by.index or engine_run not in by.index:
-                continue
-            p, e = (rate(int(by.numerator[r]), int(by.denominator[r]))
-                    for r in (profile_run, engine_run))
-            if p.n == 0 and e.n == 0:
-                continue
-            where = ", ".join(f"{k}={v}" for k, v in zip(
-                keys, group if isinstance(group, tuple) else (group,), strict=True))
-            agree = p.overlaps(e)
-            rows.append({"metric": view.removeprefix("separation_") + (
-                f" ({where})" if where else ""), "profile": fmt_rate(p), "engine": fmt_rate(e),
-                "agree": "yes" if agree else "no",
-                "what each answered": "" if agree else separation_flags(
-                    results, view, profile_run, engine_run)})
-    return pd.DataFrame(rows)
-
-
-# the per-answer flags a separation rate is made of (events of its phase), for a difference
-SEPARATION_FLAGS = {
-    "separation_reserved": ("reserved_check", ("refused", "envelope_ok", "names_route",
-                                               "stored")),
-    "separation_attribution": ("attribution", ("sales_named", "legal_named")),
-}
-
-
-def separation_flags(results: Any, view: str, profile_run: str, engine_run: str) -> str:
-    """Each side's count of every flag the differing rate is made of (from its events)."""
-    if view not in SEPARATION_FLAGS:
-        return ""
-    phase, flags = SEPARATION_FLAGS[view]
-    sides = []
-    for side, run in (("profile", profile_run), ("engine", engine_run)):
-        counts = results.con.execute(
-            "SELECT count(*), " + ", ".join(
-                f"count(*) FILTER (WHERE CAST({f} AS BOOLEAN))" for f in flags)
-            + " FROM events WHERE run_id = ? AND experiment = 'separation' AND phase = ?",
-            [run, phase]).fetchone()
-        sides.append(f"{side}: " + ", ".join(f"{f} {k}/{counts[0]}" for f, k in zip(
-            flags, counts[1:], strict=True)))
-    return "; ".join(sides)
-
-
-# ------------------------------------------------------------------------------ document
-
-
-def document(pair: tuple[pd.Series, pd.Series], cells: pd.DataFrame, diffs: pd.DataFrame,
-             claims: pd.DataFrame, separation: pd.DataFrame,
-             separation_pair: tuple[pd.Series, pd.Series] | None) -> str:
-    profile, engine = pair
-    agreeing, total = int((cells.cell == "agree").sum()), len(cells)
-    share = 100.0 * agreeing / total if total else 0.0
-    lines = [
-        "# Fidelity: the bundled `memclaw-2.29` profile against MemClaw's engine", "",
-        f"Matrix: engine run `{engine.run_id}` ({engine.profile}, complete: "
-        f"{bool(engine.complete)}) beside profile run `{profile.run_id}` ({profile.profile}, "
-        f"complete: {bool(profile.complete)}), same params apart from the target (seed "
-        f"{engine.seed}). A cell is (path, principal, row visibility); it agrees when every "
-        "probe in it got the same verdict from both targets' checkers.", "",
-        f"cells agreeing: {agreeing}/{total} ({share:.1f}%)", "",
-        f"Probes compared: {int(cells.probes.sum())}, differing: {len(diffs)}; order-dependent "
-        "(two runs of the profile disagree on the probe too, or the principal's duplicate "
-        "probes of one row raced): "
-        f"{int(diffs.reason.str.startswith('order-dependent').sum()) if len(diffs) else 0}.",
-        "",
-        "## Differences", "",
-        markdown(diffs) if not diffs.empty else "_none_", "",
-        "## Paper claims, profile vs engine", "",
-        (markdown(claims) if not claims.empty else
-         "_no claim measured under both labels_"), "",
-        "## Separation, profile vs engine", ""]
-    if separation_pair is not None:
-        lines += [f"Runs: profile `{separation_pair[0].run_id}`, engine "
-                  f"`{separation_pair[1].run_id}`; a rate agrees when the 95% Wilson "
-                  "intervals overlap.", "",
-                  markdown(separation) if not separation.empty else "_no rates_"]
-    else:
-        lines.append("_no separation runs of the same params under both targets_")
-    lines += ["", "## Every cell", "", markdown(cells[["path", "principal", "visibility",
-                                                       "probes", "differing", "cell"]]), ""]
-    return "\n".join(lines)
-
-
-def build(context: Context) -> SectionOutput:
-    results = context.results(("matrix", "separation", "leakage", "contradiction",
-                               "provenance", "propagation"))
-    try:
-        matrix_pairs = pairs(results.runs, "matrix")
-        if not matrix_pairs:
-            return finish(SectionOutput(KEY, TITLE, NOT_YET), context)
-        pair = matrix_pairs[0]
-        flaky = order_dependent(results.con, pair[0].run_id, repeats(results.runs, pair[0]))
-        cells, diffs = compare_cells(probe_answers(results.con, pair[0].run_id),
-                                     probe_answers(results.con, pair[1].run_id), flaky)
-        claims = claim_rows(results, pair[0].profile, pair[1].profile)
-        sep_pairs = pairs(results.runs, "separation")
-        separation = (separation_rows(results, sep_pairs[0][0].run_id, sep_pairs[0][1].run_id)
-                      if sep_pairs else pd.DataFrame())
-    finally:
-        results.con.close()
-    text = document(pair, cells, diffs, claims, separation,
-                    sep_pairs[0] if sep_pairs else None)
-    out_dir = Path(context.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / DOCUMENT).write_text(text)
-    tables = {t.name: t for t in (
-        Table("fidelity_cells", "Fidelity: matrix cells, profile vs engine", cells),
-        Table("fidelity_differences", "Fidelity: differing probes", diffs,
-              note="no differing probe"),
-        Table("fidelity_claims", "Fidelity: paper claims, profile vs engine", claims,
-              note="no claim measured under both labels"))}
-    paths = [out_dir / DOCUMENT]
-    for table in tables.values():
-        paths += write_table(table, out_dir / "tables")
-    agreeing, total = int((cells.cell == "agree").sum()), len(cells)
-    sentence = (f"The bundled `{PROFILE}` profile against MemClaw's engine, the matrix cell by "
-                f"cell (cells agreeing: {agreeing}/{total}), then the paper's claims and "
-                "separation side by side. Full text: FIDELITY.md.")
-    runs = tuple(sorted({pair[0].run_id, pair[1].run_id,
-                         *(r.run_id for p in sep_pairs for r in p)}))
-    output = SectionOutput(KEY, TITLE, sentence, tables=tables, files=paths, runs=runs,
-                           views=("matrix_verdicts", *SEPARATION_VIEWS),
-                           data={"cells": cells, "differences": diffs})
-    return finish(output, context)

@@ -1,0 +1,107 @@
+"""Fidelity: each bundled profile against the engine it stands for (issues 21, 34).
+
+Pairs (`paper_values.yaml` `fidelity.pairs`): `memclaw-2026-05-30` against e2d805e (the code of
+the paper's day), `memclaw-2026-05-31` against 045039f (the remediation), `memclaw-2.29`
+against b65ecbe. For every pair of matrix runs with the same params (cells.py), the cells
+agreeing; a profile's choices may be fitted on one world and seed (`fidelity.fitted`), so the
+headline gives the fitted and the held-out runs apart. Then the paper's claims and the
+separation rates, profile against engine (claims.py).
+
+Written to reports/FIDELITY.md and reports/tables/fidelity_*.{csv,md,tex}.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from fleetprobe.analysis.base.section import Context, SectionOutput, finish
+from fleetprobe.analysis.base.tables import Table, write_table
+from fleetprobe.analysis.sections.fidelity.cells import (
+    compare_cells,
+    order_dependent,
+    probe_answers,
+    repeats,
+)
+from fleetprobe.analysis.sections.fidelity.claims import (
+    SEPARATION_VIEWS,
+    claim_rows,
+    separation_rows,
+)
+from fleetprobe.analysis.sections.fidelity.document import document, run_row
+from fleetprobe.analysis.sections.fidelity.pairs import Pair, pairs
+
+KEY, TITLE = "fidelity", "Fidelity (engine)"
+DOCUMENT = "FIDELITY.md"
+NOT_YET = ("Not measured: the traces hold no matrix run against an engine commit with a run of "
+           "its bundled profile under the same params beside it "
+           "(`python -m fleetprobe reproduce params/fidelity.yaml`, docs/engine.md).")
+
+
+def _claims(results, pair: Pair) -> pd.DataFrame:  # noqa: ANN001 - Results
+    """The pair's claims: the profile's own label when its runs measure claims (the matrix
+    twin's `... headers` label rarely does), else the bare profile's canonical runs."""
+    for label in dict.fromkeys((pair.profile_run.profile, pair.profile)):
+        rows = claim_rows(results, label, pair.engine_run.profile)
+        if not rows.empty and (~rows.profile.str.startswith("not measured")).any():
+            return rows.assign(pair=pair.name, profile_label=label)
+    return pd.DataFrame()
+
+
+def build(context: Context) -> SectionOutput:
+    results = context.results(("matrix", "separation", "leakage", "contradiction",
+                               "provenance", "propagation"))
+    settings = results.paper.get("fidelity") or {}
+    profiles, fitted = settings.get("pairs") or {}, settings.get("fitted") or {}
+    try:
+        matrix_pairs = pairs(results.runs, "matrix", profiles, fitted)
+        if not matrix_pairs:
+            return finish(SectionOutput(KEY, TITLE, NOT_YET), context)
+        rows, cells, diffs = [], [], []
+        for pair in matrix_pairs:
+            flaky = order_dependent(results.con, pair.profile_run.run_id,
+                                    repeats(results.runs, pair.profile_run, pair.profile))
+            c, d = compare_cells(probe_answers(results.con, pair.profile_run.run_id),
+                                 probe_answers(results.con, pair.engine_run.run_id), flaky)
+            key = {"pair": pair.name, "seed": int(pair.engine_run.seed or 0),
+                   "fitted": "fitted" if pair.fitted else "held out"}
+            rows.append(run_row(pair, c, d))
+            cells.append(c.assign(**key))
+            diffs.append(d.assign(**key))
+        per_pair = {p.profile: p for p in matrix_pairs}.values()
+        claims = pd.concat([_claims(results, p) for p in per_pair] or [pd.DataFrame()],
+                           ignore_index=True)
+        sep = pairs(results.runs, "separation", profiles)
+        separation = (separation_rows(results, sep[0].profile_run.run_id,
+                                      sep[0].engine_run.run_id) if sep else pd.DataFrame())
+    finally:
+        results.con.close()
+    runs_table = pd.DataFrame(rows)
+    cells_table = pd.concat(cells, ignore_index=True)
+    diffs_table = pd.concat(diffs, ignore_index=True)
+    text = document(runs_table, diffs_table, claims, separation, sep[0] if sep else None)
+    out_dir = Path(context.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / DOCUMENT).write_text(text)
+    tables = {t.name: t for t in (
+        Table("fidelity_runs", "Fidelity: each pair of runs, cells agreeing", runs_table),
+        Table("fidelity_cells", "Fidelity: matrix cells, profile vs engine", cells_table),
+        Table("fidelity_differences", "Fidelity: differing probes", diffs_table,
+              note="no differing probe"),
+        Table("fidelity_claims", "Fidelity: paper claims, profile vs engine", claims,
+              note="no claim measured under both labels"))}
+    paths = [out_dir / DOCUMENT]
+    for table in tables.values():
+        paths += write_table(table, out_dir / "tables")
+    headline = "; ".join(f"{r['pair']} seed {r['seed']} ({r['fitted']}): {r['cells agreeing']}"
+                         for r in rows)
+    sentence = ("Each bundled profile against the engine it stands for, the matrix cell by "
+                f"cell ({headline}), then the paper's claims side by side. Full text: "
+                "FIDELITY.md.")
+    runs = tuple(sorted({r.run_id for p in [*matrix_pairs, *sep]
+                         for r in (p.profile_run, p.engine_run)}))
+    output = SectionOutput(KEY, TITLE, sentence, tables=tables, files=paths, runs=runs,
+                           views=("matrix_verdicts", *SEPARATION_VIEWS),
+                           data={"cells": cells_table, "differences": diffs_table})
+    return finish(output, context)
