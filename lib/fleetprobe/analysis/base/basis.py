@@ -7,12 +7,15 @@ paper's number through the mechanism the paper describes (`mechanism`), whether 
 fixed by how the workload is built, whatever the system does (`workload construction`), or
 whether the point estimates differ and only the intervals overlap (`interval overlap only`).
 
-The rules, in order:
+The rules, in order (`MemClaw's code`: the run is MemClaw's engine at the commit the claim's
+profile stands for, and it gives the paper's count; it outranks every statement about the
+bundled server):
 1. contradiction claims, when every rejection of the run is a concurrent-pair write (the
    headline workload's concurrent pair repeats its sequential pair's sentences): workload
    construction, with the concurrent-path detection where it is exercised beside it;
 2. point estimates that differ: interval overlap only, with why where the kit knows it;
-3. the mechanism or construction stated below for the claim, with numbers from the run.
+3. the mechanism or construction stated below for the claim, with numbers from the run;
+4. MemClaw's code, for the engine of the claim's profile.
 A claim that is not reproduced has no basis ("-").
 
 The stated mechanisms describe the bundled server under the profile a claim names. Any other
@@ -32,6 +35,9 @@ from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate
 
 MECHANISM, WORKLOAD, OVERLAP_ONLY, NO_BASIS = (
     "mechanism", "workload construction", "interval overlap only", "-")
+# measured on MemClaw's own code at the commit the claim's profile stands for
+# (paper_values.yaml fidelity.pairs): the strongest basis the kit has
+REAL_CODE = "MemClaw's code"
 
 # What each claim rests on when the run gives the paper's count: (basis, reason). The reasons
 # describe the bundled reference server (reference_server/) and the harness's plans.
@@ -109,11 +115,35 @@ def basis_of(results: Results, claim: dict[str, Any], run: pd.Series,
     if stated is not None and (own or stated[0] == WORKLOAD):
         basis, reason = stated
         return basis, "; ".join(p for p in (reason, extra) if p)
+    commit = claims_engine_commit(results, claim, run)
+    if commit is not None and claim["kind"] != "latency":  # loopback latency proves nothing
+        return REAL_CODE, "; ".join(p for p in (
+            f"the paper's count, measured on MemClaw's own code at {commit} (the engine the "
+            f"{claim['profile']} profile stands for)", answered(results, claim, run), extra)
+            if p)
     if not own:
         return OVERLAP_ONLY, "; ".join(p for p in (
             "same point estimate as the paper", answered(results, claim, run), extra) if p)
     return OVERLAP_ONLY, "same point estimate as the paper; the kit states no mechanism " \
                          "for it"
+
+
+def engine_commit_of(results: Results, profile: str) -> str | None:
+    """The engine commit a bundled profile stands for (paper_values.yaml fidelity.pairs)."""
+    pairs = (results.paper.get("fidelity") or {}).get("pairs") or {}
+    return next((commit for commit, name in pairs.items() if name == profile), None)
+
+
+def claims_engine_commit(results: Results, claim: dict[str, Any],
+                         run: pd.Series) -> str | None:
+    """The commit, when the run is MemClaw's engine at the commit the claim's profile stands
+    for (e2d805e for the state the paper measured, 045039f for the remediation)."""
+    commit = engine_commit_of(results, claim["profile"])
+    recorded = run.get("engine_commit")
+    if (run.get("target_kind") == "engine" and commit and isinstance(recorded, str)
+            and recorded.startswith(commit)):
+        return commit
+    return None
 
 
 def is_claims_own_target(claim: dict[str, Any], run: pd.Series) -> bool:
