@@ -5,6 +5,7 @@ do `RUN=$(python -m fleetprobe run provenance --params params/smoke/provenance.y
 `batch PLAN` runs every (experiment, profile) a plan file lists, in parallel processes.
 `reproduce PLAN` does so into a reproduction directory of its own (resumable) and rebuilds the
 report from it; `promote DIR` makes a complete reproduction the committed canonical runs.
+`judge RUN [--policy FILE]` recomputes a recorded run's verdicts with no server (docs/judge.md).
 `report` belongs to the analysis package (`fleetprobe.analysis.report.main`); `engine up|down|
 status` to the engine package (`fleetprobe.engine.cli`, docs/engine.md).
 """
@@ -19,8 +20,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from fleetprobe import reproduction
+from fleetprobe import judge, policy, reproduction
 from fleetprobe.batch import default_jobs, read_plan, run_batch
+from fleetprobe.judge import JudgeError
+from fleetprobe.policy import PolicyFileError
 from fleetprobe.run import run_experiment
 from fleetprobe.runner import ParamsError, load_params
 from fleetprobe.targets import TargetError
@@ -66,6 +69,18 @@ def build_parser() -> argparse.ArgumentParser:
     promote.add_argument("--traces", default=str(reproduction.CANONICAL))
     promote.add_argument("--allow-fast", action="store_true",
                          help="promote a --fast reproduction (not the paper's rate limits)")
+    judge = commands.add_parser(
+        "judge", help="every verdict of recorded runs again, from their events, no server "
+        "(docs/judge.md)")
+    judge.add_argument("runs", nargs="+", metavar="RUN", help="run directory data/traces/<run>")
+    judge.add_argument("--policy", default=None, metavar="FILE", help="policy YAML (default: "
+                       "lib/fleetprobe/policy.yaml; copy it and edit)")
+    judge.add_argument("--out", default=None, metavar="FILE", help="write the re-judged "
+                       "events as JSON lines (one run only)")
+    judge.add_argument("--check", action="store_true",
+                       help="exit 1 when a re-judged verdict differs from the recorded one")
+    judge.add_argument("--verbose", action="store_true",
+                       help="value counts of every field, not only those that differ")
     commands.add_parser("report", help="tables and figures from existing traces",
                         add_help=False)
     commands.add_parser("engine", help="MemClaw's open-source engine on loopback: up, down, "
@@ -92,9 +107,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                           out_dir=Path(args.out))
         if args.command == "promote":
             return reproduction.promote(args.reproduction, Path(args.traces), args.allow_fast)
+        if args.command == "judge":
+            return _judge(args)
         params = load_params(args.params, args.overrides)
         run_dir = run_experiment(args.experiment, params)
     except ParamsError as exc:
+        print(f"fleetprobe: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (PolicyFileError, JudgeError) as exc:
         print(f"fleetprobe: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except TargetError as exc:
@@ -116,6 +136,21 @@ def _exit_code_of(run_dir: Path) -> int:
     print(f"fleetprobe: the run is incomplete: {manifest.get('incomplete_reason')}",
           file=sys.stderr)
     return EXIT_INCOMPLETE
+
+
+def _judge(args: argparse.Namespace) -> int:
+    """`judge`: a summary per run on stdout; with --check, 1 when any verdict differs."""
+    if args.out and len(args.runs) > 1:
+        raise JudgeError("--out takes one run; judge the runs one at a time")
+    tables = policy.load(args.policy) if args.policy else None
+    differences = 0
+    for run in args.runs:
+        rejudged = judge.rejudge(run, tables)
+        print(judge.summary(rejudged, args.verbose))
+        differences += rejudged.differences
+        if args.out:
+            print(f"re-judged events: {judge.write_events(rejudged, args.out)}")
+    return EXIT_FAILED if args.check and differences else 0
 
 
 def _report(argv: list[str]) -> int:

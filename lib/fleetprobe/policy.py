@@ -1,9 +1,10 @@
-"""The intended governance, written as tables: the oracle the `matrix` experiment judges by.
+"""The intended governance: the oracle the `matrix` and `dynamics` experiments judge by.
 
 This is the paper's Inv-Scope (section 3) as the harness understands it, independent of any
 server's code: a principal reads a row only if its trust and fleet allow it; it changes a row
 only if it may read it and either holds trust 3 or owns it within its write scope; nothing
-crosses a tenant. The tables below are the whole policy; the functions only look them up.
+crosses a tenant. The tables are data (`policy.yaml`, loaded by `fleetprobe.policy_file`)
+and are the whole policy; the functions here only look them up in the active policy.
 
 Words used throughout:
 
@@ -17,131 +18,70 @@ Words used throughout:
   caller without identity), `deny`;
 - an unregistered agent: an agent id the tenant never registered (no record, so no trust
   and no home fleet). Nobody approved it: it is judged as a home-less agent at trust 0
-  (`UNREGISTERED`), so it reads only what any agent of the tenant may read and writes nothing.
+  (`unregistered_trust`), so it reads only what any agent of the tenant may read and writes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Literal
+
+from fleetprobe import policy_file
+from fleetprobe.policy_file import (  # noqa: F401 - the policy's face
+    AGENT_RELATIONS,
+    DEFAULT_FILE,
+    VISIBILITIES,
+    PathKind,
+    PathRule,
+    PolicyFileError,
+    PolicyTables,
+)
 
 Decision = Literal["allow", "may", "deny"]
 ALLOW: Decision = "allow"
 MAY: Decision = "may"
 DENY: Decision = "deny"
 
-VISIBILITIES = ("scope_agent", "scope_team", "scope_org")
-AGENT_RELATIONS = ("own", "same_fleet", "other_fleet", "null_fleet", "homeless")
 RELATIONS = ("tenant", *AGENT_RELATIONS, "other_tenant")
 TRUST_LEVELS = (0, 1, 2, 3)
 
-# READ[relation][visibility] = the lowest trust that may read, None = nobody.
-READ: dict[str, dict[str, int | None]] = {
-    "own":         {"scope_agent": 0,    "scope_team": 0, "scope_org": 0},
-    "same_fleet":  {"scope_agent": None, "scope_team": 0, "scope_org": 0},
-    "null_fleet":  {"scope_agent": None, "scope_team": 0, "scope_org": 0},
-    "other_fleet": {"scope_agent": None, "scope_team": 2, "scope_org": 0},
-    "homeless":    {"scope_agent": None, "scope_team": 2, "scope_org": 0},
-}
+# The tables (who may read, change, write, re-home; what each path promises) are data:
+# `policy.yaml` beside this module, loaded once. `active()` is the policy the functions below
+# decide by: the default, or the one `using(...)` installs for a block (`fleetprobe judge
+# --policy FILE` re-judges a recorded run so, with no server).
+DEFAULT: PolicyTables = policy_file.load(DEFAULT_FILE)
+_ACTIVE: ContextVar[PolicyTables] = ContextVar("fleetprobe_policy", default=DEFAULT)
 
-# CHANGE[relation] = the lowest trust that may change (PATCH, status, delete, re-home) a row
-# it may read. `own` means "inside its write scope" (row in its home fleet or fleet-less);
-# an own row elsewhere needs the cross-fleet write rung like anyone's.
-CHANGE: dict[str, int] = {
-    "own": 1, "same_fleet": 3, "null_fleet": 3, "other_fleet": 3, "homeless": 3,
-}
-OWN_OUTSIDE_WRITE_SCOPE = 3
-
-# WRITE[fleet relation] = the lowest trust that may write a new row (or an entity) into a
-# fleet: its home fleet, no fleet at all, or any other fleet.
-WRITE: dict[str, int] = {"home": 1, "none": 1, "other": 3}
-
-# Re-homing a row to another agent is a change of the row; besides, the target must be an
-# approved agent (trust >= 1) of the same tenant, and below trust 3 only a sibling (same home
-# fleet as the requester) may receive it.
-REDISTRIBUTE_ANY_TARGET = 3
-REDISTRIBUTE_TARGET_MIN_TRUST = 1
-
-# Soft-deleted rows are gone for agents; the tenant credential may still see them (list's
-# include_deleted is an administrative view).
-DELETED_AGENT: Decision = DENY
-DELETED_TENANT: Decision = MAY
-# ...except that an idempotent retry may answer its own writer with the id of a row it wrote
-# and has since deleted (a reveal path, e.g. a replayed bulk attempt id): nothing new learnt.
-DELETED_OWN_REVEAL: Decision = MAY
-
-# What a path promises, by kind. `read`: returns the row when the policy allows it (a miss
-# otherwise) and must not when it denies it. `reveal`: an answer that discloses a row's
-# existence or id (duplicate answers, attempt ids, idempotency keys): judged as a read, never
-# required. `change` / `write` / `redistribute`: a change the policy must have allowed;
-# refusing an allowed change is recorded as `refused`, not as a miss. `identity`: the
-# server must report the caller's own identity, never another one.
-PathKind = Literal["read", "reveal", "change", "write", "redistribute", "identity"]
+# The default policy's path catalogue: the paths the matrix probes, and what each promises.
+PATHS: dict[str, PathRule] = dict(DEFAULT.paths)
+TIMELINE_PATHS: dict[str, PathRule] = dict(DEFAULT.timeline_paths)
+RULES: dict[str, PathRule] = DEFAULT.rules
+STALE_STATUSES = DEFAULT.stale_statuses
 
 
-@dataclass(frozen=True)
-class PathRule:
-    kind: PathKind
-    discovery: bool = False  # list/search-like: `scope_agent` rows for the tenant key are MAY
-    hides_stale: bool = False  # MemClaw search drops outdated/conflicted rows by default
-    must_return: bool = False
-    strict_fleet: bool = False  # list `fleet_id` is strict equality: fleet-less rows are out
-    # a filter naming another agent may be refused outright (MemClaw 2.29 answers 403); only
-    # a filter naming the caller itself must return its rows
-    own_filter_only: bool = False
+def active() -> PolicyTables:
+    """The policy in force: the default file's unless `using` installed another."""
+    return _ACTIVE.get()
 
 
-PATHS: dict[str, PathRule] = {
-    "get": PathRule("read", must_return=True),
-    "contradictions": PathRule("read", must_return=True),
-    "list": PathRule("read", discovery=True, must_return=True),
-    "list_fleet": PathRule("read", discovery=True, must_return=True, strict_fleet=True),
-    "list_deleted": PathRule("read", discovery=True, must_return=True),
-    "search": PathRule("read", discovery=True, hides_stale=True, must_return=True),
-    "search_fleet": PathRule("read", discovery=True, hides_stale=True, must_return=True),
-    "search_fleets": PathRule("read", discovery=True, hides_stale=True, must_return=True),
-    "search_singular": PathRule("read", discovery=True, hides_stale=True, must_return=True),
-    "search_agent": PathRule("read", discovery=True, hides_stale=True, must_return=True,
-                             own_filter_only=True),
-    "recall": PathRule("read", discovery=True, hides_stale=True, must_return=True),
-    "recall_agent": PathRule("read", discovery=True, hides_stale=True, must_return=True,
-                             own_filter_only=True),
-    "recall_fleet": PathRule("read", discovery=True, hides_stale=True, must_return=True),
-    "recall_fleets": PathRule("read", discovery=True, hides_stale=True, must_return=True),
-    "entity": PathRule("read", must_return=True),
-    "agent_read": PathRule("read", must_return=True),
-    "dup_exact": PathRule("reveal"),
-    "dup_near": PathRule("reveal"),
-    "dup_fast": PathRule("reveal"),
-    "dup_exact_fleet": PathRule("reveal"),
-    "dup_near_fleet": PathRule("reveal"),
-    "bulk_attempt": PathRule("reveal"),
-    "idempotency": PathRule("reveal"),
-    "patch": PathRule("change"),
-    "patch_content": PathRule("change"),
-    "patch_status": PathRule("change"),
-    "delete": PathRule("change"),
-    "after_redistribute": PathRule("change"),
-    "redistribute": PathRule("redistribute"),
-    "redistribute_x": PathRule("redistribute"),
-    "write": PathRule("write"),
-    "bulk_write": PathRule("write"),
-    "entity_upsert": PathRule("write"),
-    "whoami": PathRule("identity"),
-}
-STALE_STATUSES = ("outdated", "conflicted")
-# Paths only the timed experiment (`dynamics`) probes: artefacts derived from a row, which
-# may outlive it, so they need a history (the frozen matrix has no probe for them). Read
-# like the row itself, never required: a supersession record naming it (GET of the other
-# row's /contradictions), a persisted insight naming it (GET of the insight), a recall
-# summary quoting it.
-TIMELINE_PATHS: dict[str, PathRule] = {
-    "contradiction_record": PathRule("read"),
-    "insight": PathRule("read"),
-    "recall_summary": PathRule("read", discovery=True, hides_stale=True),
-}
-RULES: dict[str, PathRule] = {**PATHS, **TIMELINE_PATHS}
+@contextmanager
+def using(tables: PolicyTables) -> Iterator[PolicyTables]:
+    """Decide by `tables` inside the block (the judges are pure functions of the history
+    and of this policy)."""
+    token = _ACTIVE.set(tables)
+    try:
+        yield tables
+    finally:
+        _ACTIVE.reset(token)
+
+
+def load(path: str | Path) -> PolicyTables:
+    """A user's policy file, validated against the default's path catalogue."""
+    return policy_file.load(path, known_paths=set(DEFAULT.paths))
 
 
 @dataclass(frozen=True)
@@ -154,12 +94,10 @@ class Principal:
     registered: bool = True
 
 
-# An agent id the tenant never registered: no approval, no home fleet.
-UNREGISTERED_TRUST = 0
-
-
 def unregistered(tenant: str, agent_id: str) -> Principal:
-    return Principal(tenant, "agent", agent_id, UNREGISTERED_TRUST, None, registered=False)
+    """An agent id the tenant never registered: no approval, no home fleet."""
+    return Principal(tenant, "agent", agent_id, active().unregistered_trust, None,
+                     registered=False)
 
 
 @dataclass(frozen=True)
@@ -199,15 +137,17 @@ def read(p: Principal, row: Row, path: str = "get") -> Decision:
     rel = relation(p, row)
     if rel == "other_tenant":
         return DENY
-    discovery = RULES[path].discovery if path in RULES else False
+    pol = active()
+    rules = pol.rules
+    discovery = rules[path].discovery if path in rules else False
     if rel == "tenant":
         if row.deleted:
-            return DELETED_TENANT
+            return pol.deleted_tenant
         return MAY if discovery and row.visibility == "scope_agent" else ALLOW
     if row.deleted:
-        reveal = path in RULES and RULES[path].kind == "reveal"
-        return DELETED_OWN_REVEAL if rel == "own" and reveal else DELETED_AGENT
-    needed = READ[rel][row.visibility]
+        reveal = path in rules and rules[path].kind == "reveal"
+        return pol.deleted_own_reveal if rel == "own" and reveal else pol.deleted_agent
+    needed = pol.read[rel][row.visibility]
     return ALLOW if needed is not None and p.trust >= needed else DENY
 
 
@@ -230,7 +170,7 @@ def write(p: Principal, tenant: str, fleet: str | None) -> Decision:
         return DENY
     if p.kind == "tenant":
         return ALLOW
-    return ALLOW if p.trust >= WRITE[fleet_relation(p, fleet)] else DENY
+    return ALLOW if p.trust >= active().write[fleet_relation(p, fleet)] else DENY
 
 
 def change(p: Principal, row: Row) -> Decision:
@@ -242,9 +182,9 @@ def change(p: Principal, row: Row) -> Decision:
         return ALLOW
     if read(p, row) != ALLOW:
         return DENY
-    needed = CHANGE[rel]
+    needed = active().change[rel]
     if rel == "own" and fleet_relation(p, row.fleet) == "other":
-        needed = OWN_OUTSIDE_WRITE_SCOPE
+        needed = active().own_outside_write_scope
     return ALLOW if p.trust >= needed else DENY
 
 
@@ -252,9 +192,10 @@ def redistribute(p: Principal, row: Row, target: Principal | None) -> Decision:
     """May `p` hand `row` to the agent `target` (None: no such agent)?"""
     if target is None or target.kind != "agent" or target.tenant != row.tenant:
         return DENY
-    if target.trust < REDISTRIBUTE_TARGET_MIN_TRUST or change(p, row) != ALLOW:
+    pol = active()
+    if target.trust < pol.redistribute_target_min_trust or change(p, row) != ALLOW:
         return DENY
-    if p.kind == "tenant" or p.trust >= REDISTRIBUTE_ANY_TARGET:
+    if p.kind == "tenant" or p.trust >= pol.redistribute_any_target:
         return ALLOW
     sibling = p.home is not None and target.home == p.home
     return ALLOW if sibling else DENY
@@ -275,14 +216,14 @@ def must_return(path: str, row: Row, decision: Decision,
     """Whether `path` has to return `row` (else withholding it is not a miss). `named`: the
     fleets the request named (a strict fleet filter only returns rows of those fleets);
     `caller`: the caller's agent id (a filter naming another agent may be refused)."""
-    rule = RULES[path]
+    rule = active().rules[path]
     if not rule.must_return or decision != ALLOW or row.deleted:
         return False
     if rule.own_filter_only and caller is not None and row.owner != caller:
         return False
     if rule.strict_fleet and row.fleet not in named:
         return False
-    return not (rule.hides_stale and row.status in STALE_STATUSES)
+    return not (rule.hides_stale and row.status in active().stale_statuses)
 
 
 # -- the paper's own expectation (section 7.1), for the paper-scale option -----------------
@@ -290,9 +231,19 @@ def must_return(path: str, row: Row, decision: Decision,
 # iff it wrote it; the probe is sent with the tenant credential, as the paper's harness did.
 
 def paper_expected(secret_scope: str, relation_: str) -> Decision:
-    if secret_scope == "agent":
-        return ALLOW if relation_ == "same_agent" else DENY
-    return ALLOW if relation_ in ("same_agent", "same_fleet") else DENY
+    """`secret_scope` `agent`/`fleet`; `relation_` `same_agent`/`same_fleet`/`cross_fleet`."""
+    return ALLOW if relation_ in active().paper[secret_scope] else DENY
+
+
+def fleet_row_read(credential: str, relation_: str | None, trust: int | None) -> Decision:
+    """A by-id read of a fleet-scoped (`scope_team`) row by the tenant credential, or by an
+    agent at `trust` of the row's fleet (`same_fleet`) or another (`cross_fleet`): the
+    trust ladder of the paper's Table 3 and remediation re-probe (section 7.1, 9.1)."""
+    if credential == "tenant" or trust is None:
+        return ALLOW
+    rel = "same_fleet" if relation_ == "same_fleet" else "other_fleet"
+    needed = active().read[rel]["scope_team"]
+    return ALLOW if needed is not None and trust >= needed else DENY
 
 
 # -- time: the policy at the moment an answer was given (the `dynamics` experiment) ---------
@@ -333,7 +284,9 @@ def expired(row: Row, at: str) -> Row:
 def stale(row: Row, path: str) -> bool:
     """Whether returning `row` on `path` serves a superseded or outdated row where the path
     promises to hide them (a stale answer: allowed, but no longer current)."""
-    return RULES[path].hides_stale and row.status in STALE_STATUSES and not row.deleted
+    pol = active()
+    return (pol.rules[path].hides_stale and row.status in pol.stale_statuses
+            and not row.deleted)
 
 
 @dataclass
@@ -390,7 +343,7 @@ def decide(world: World, who: str, credential: str, row_key: str, path: str,
     p = world.grant(who, credential)
     if p is None:
         return DENY
-    kind = RULES[path].kind
+    kind = active().rules[path].kind
     if kind in ("read", "reveal"):
         return read(p, row, path)
     if kind == "write":

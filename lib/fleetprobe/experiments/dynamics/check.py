@@ -33,7 +33,7 @@ from typing import Any
 
 from fleetprobe import policy
 from fleetprobe.experiments.matrix.check import endpoint_absent, world_from
-from fleetprobe.policy import ALLOW, DENY, RULES, Change, Principal, Row, Timeline
+from fleetprobe.policy import ALLOW, DENY, Change, Principal, Row, Timeline
 
 
 def timeline_from(events: list[dict[str, Any]]) -> tuple[Timeline, dict[str, str]]:
@@ -149,7 +149,7 @@ def judge_probe(e: dict[str, Any], timeline: Timeline, acked: str | None,
     late = policy.decide(timeline.at(t, skip_pending=False), e["who"], e["credential"],
                          e["row_key"], path, fleet)
     returned = bool(e.get("returned"))
-    rule = RULES[path]
+    rule = policy.active().rules[path]
     if returned and expected == DENY:
         what = {"write": "writes under a withdrawn or lacking grant"}.get(
             rule.kind, "returns the row" if rule.kind == "read" else "reveals the row")

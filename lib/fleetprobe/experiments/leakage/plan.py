@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from fleetprobe import policy
 from fleetprobe.plans import rng
 from fleetprobe.runner import ExperimentParams
 
@@ -199,18 +200,15 @@ def relation_of(prober_agent: str, prober_fleet: str, writer_agent: str, target_
 
 
 def expected_bulk(secret_scope: str, relation: str) -> str:
-    """Scope rules: a fleet secret is for its fleet, an agent secret for its author only."""
-    if secret_scope == "agent":
-        return "allow" if relation == "same_agent" else "deny"
-    return "deny" if relation == "cross_fleet" else "allow"
+    """Scope rules (the policy's `paper` table): a fleet secret is for its fleet, an agent
+    secret for its author only."""
+    return policy.paper_expected(secret_scope, relation)
 
 
 def expected_agent_get(relation: str | None, trust: int | None) -> str:
-    """Trust ladder (paper 7.1) for a fleet-scoped row: cross-fleet read needs trust >= 2.
-    The tenant key (trust None) carries tenant-wide authority, so it is expected to read."""
-    if trust is None or relation == "same_fleet":
-        return "allow"
-    return "allow" if trust >= 2 else "deny"
+    """Trust ladder (paper 7.1, the policy's `read` table) for a fleet-scoped row: cross-fleet
+    read needs trust >= 2. The tenant key (trust None) carries tenant-wide authority."""
+    return policy.fleet_row_read("tenant" if trust is None else "agent", relation, trust)
 
 
 def prose(seed: int, index: int, row_id: str) -> str:

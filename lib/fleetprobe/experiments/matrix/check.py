@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fleetprobe import policy
-from fleetprobe.policy import ALLOW, DENY, PATHS, Principal, Row
+from fleetprobe.policy import ALLOW, DENY, Principal, Row
 
 NA_STATUSES = (404, 405, 501)
 NA_MESSAGES = ("Not Found", "Method Not Allowed", "Not Implemented")
@@ -207,7 +207,7 @@ def judge_probe(e: dict[str, Any], principals: dict[str, Principal], rows: dict[
         return _verdict(e, p, row, rel, None, "error", e.get("error") or "no answer")
     if (bad := malformed(e)) is not None:
         return _verdict(e, p, row, rel, None, "error", f"rejected as malformed: {bad}")
-    kind = PATHS[path].kind
+    kind = policy.active().paths[path].kind
     returned = bool(e.get("returned"))
     gap_what = WHAT_GAP_PATH.get(path, WHAT_GAP[kind])
     named = [f or None for f in (e.get("fleets") or "").split(",")] if e.get("fleets") else []
@@ -244,7 +244,7 @@ def judge_probe(e: dict[str, Any], principals: dict[str, Principal], rows: dict[
 
 def _expected(e: dict[str, Any], p: Principal, row: Row, principals: dict[str, Principal],
               named: list[str | None]) -> str:
-    kind = PATHS[e["path"]].kind
+    kind = policy.active().paths[e["path"]].kind
     if kind in ("read", "reveal"):
         return policy.read(p, row, e["path"])
     if kind == "identity":

@@ -184,48 +184,77 @@ def judge_graph(event: dict[str, Any], written: dict[str, dict[str, Any]],
         "restricted_reached": bool(restricted)}
 
 
-def check_contamination(ctx: RunContext) -> None:
-    written = written_by_id(ctx.events("write"))
-    for probe in ctx.events("probe"):
-        ctx.record("contamination", **judge_contamination(probe))
-    for probe in ctx.events("probe"):
-        if probe["agent"] == "vera" and probe["account_kind"] == "hold_only":
-            ctx.record("absence", **judge_absence(probe, written))
+def _of(events: Sequence[dict[str, Any]], phase: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["phase"] == phase]
 
 
-def check_attribution(ctx: RunContext) -> None:
-    written = written_by_id(ctx.events("write"))
+def judgements(events: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Every judgement of a separation run from its recorded events, per judgement phase in
+    the order the run records them (what `fleetprobe judge` recomputes)."""
+    written = written_by_id(_of(events, "write"))
+    probes = _of(events, "probe")
+    return {
+        "contamination": [judge_contamination(p) for p in probes],
+        "absence": [judge_absence(p, written) for p in probes
+                    if p["agent"] == "vera" and p["account_kind"] == "hold_only"],
+        "attribution": _attributions(_of(events, "fanout"), written),
+        "reserved_check": [judge_reserved(e) for e in _of(events, "reserved")],
+        "insight_access": [judge_insight_read(e) for e in _of(events, "insight_read")],
+        "graph_reach": _graph_reach(events, written),
+    }
+
+
+def _attributions(fanout: list[dict[str, Any]], written: dict[str, dict[str, Any]]
+                  ) -> list[dict[str, Any]]:
     by_account: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    for call in ctx.events("fanout"):
+    for call in fanout:
         by_account[(call["account"], call["top_k"])].append(call)
     contents = {m: w.get("content") for m, w in written.items()}
+    out = []
     for (account, top_k), calls in sorted(by_account.items()):
         parties = {m: w["stored"] for m, w in written.items()
                    if w["account"] == account and w["record_kind"] in ("deal", "hold")}
         for mode in ("blended", "per_fleet"):
             chosen = [c for c in calls if c["mode"] == mode]
-            ctx.record("attribution", account=account, mode=mode, top_k=top_k,
-                       **judge_attribution(chosen, parties, mode, contents))
+            out.append({"account": account, "mode": mode, "top_k": top_k,
+                        **judge_attribution(chosen, parties, mode, contents)})
+    return out
 
 
-def check_reserved(ctx: RunContext) -> None:
-    for event in ctx.events("reserved"):
-        ctx.record("reserved_check", **judge_reserved(event))
-
-
-def check_insights(ctx: RunContext) -> None:
-    for event in ctx.events("insight_read"):
-        ctx.record("insight_access", **judge_insight_read(event))
-
-
-def check_graph(ctx: RunContext) -> None:
-    written = written_by_id(ctx.events("write"))
+def _graph_reach(events: Sequence[dict[str, Any]], written: dict[str, dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
     insight_account: dict[str, str] = {}
-    for gen in ctx.events("insight_generate"):
+    for gen in _of(events, "insight_generate"):
         for finding in _loads(gen.get("findings")):
             related = [written[m] for m in finding.get("related_memory_ids", [])
                        if m in written]
             if finding.get("insight_memory_id") and related:
                 insight_account[finding["insight_memory_id"]] = related[0]["account"]
-    for event in ctx.events("graph_probe"):
-        ctx.record("graph_reach", **judge_graph(event, written, insight_account))
+    return [judge_graph(e, written, insight_account) for e in _of(events, "graph_probe")]
+
+
+def _record(ctx: RunContext, *phases: str) -> None:
+    judged = judgements(ctx.events())
+    for phase in phases:
+        for fields in judged[phase]:
+            ctx.record(phase, **fields)
+
+
+def check_contamination(ctx: RunContext) -> None:
+    _record(ctx, "contamination", "absence")
+
+
+def check_attribution(ctx: RunContext) -> None:
+    _record(ctx, "attribution")
+
+
+def check_reserved(ctx: RunContext) -> None:
+    _record(ctx, "reserved_check")
+
+
+def check_insights(ctx: RunContext) -> None:
+    _record(ctx, "insight_access")
+
+
+def check_graph(ctx: RunContext) -> None:
+    _record(ctx, "graph_reach")
