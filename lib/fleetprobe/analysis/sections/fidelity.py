@@ -17,7 +17,6 @@ Written to reports/FIDELITY.md and reports/tables/fidelity_*.{csv,md,tex}.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,7 +26,7 @@ import pandas as pd
 from fleetprobe.analysis.base.claims import judge
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish
 from fleetprobe.analysis.base.stats import fmt_rate, rate
-from fleetprobe.analysis.base.tables import Table, markdown, records, write_table
+from fleetprobe.analysis.base.tables import Table, markdown
 
 KEY, TITLE = "fidelity", "Fidelity (engine)"
 PROFILE = "memclaw-2.29"
@@ -37,6 +36,8 @@ RUN_KEYS = ("target", "traces_root", "progress", "client")
 NOT_YET = ("Not measured: the traces hold no matrix run against the engine (target kind "
            "`engine`) with a bundled `memclaw-2.29` run of the same params beside it "
            "(`python -m fleetprobe reproduce params/engine.yaml`, docs/engine.md).")
+# the experiments whose runs it reads
+EXPERIMENTS = ("matrix", "separation", "leakage", "contradiction", "provenance", "propagation")
 SEPARATION_VIEWS = ("separation_contamination", "separation_restricted_records",
                     "separation_absence", "separation_attribution", "separation_reserved",
                     "separation_insight_read", "separation_underlying_read")
@@ -211,7 +212,7 @@ def _by_probe(answers: pd.DataFrame) -> dict[str, SimpleNamespace]:
     was most of this section's time."""
     first = answers.drop_duplicates("probe_id")
     return {record["probe_id"]: SimpleNamespace(name=record["probe_id"], **record)
-            for record in records(first)}
+            for record in first.to_dict("records")}
 
 
 # ------------------------------------------------------------------------------ claims
@@ -323,8 +324,7 @@ def document(pair: tuple[pd.Series, pd.Series], cells: pd.DataFrame, diffs: pd.D
 
 
 def build(context: Context) -> SectionOutput:
-    results = context.results(("matrix", "separation", "leakage", "contradiction",
-                               "provenance", "propagation"))
+    results = context.results(EXPERIMENTS)
     try:
         matrix_pairs = pairs(results.runs, "matrix")
         if not matrix_pairs:
@@ -341,25 +341,20 @@ def build(context: Context) -> SectionOutput:
         results.con.close()
     text = document(pair, cells, diffs, claims, separation,
                     sep_pairs[0] if sep_pairs else None)
-    out_dir = Path(context.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / DOCUMENT).write_text(text)
     tables = {t.name: t for t in (
         Table("fidelity_cells", "Fidelity: matrix cells, profile vs engine", cells),
         Table("fidelity_differences", "Fidelity: differing probes", diffs,
               note="no differing probe"),
         Table("fidelity_claims", "Fidelity: paper claims, profile vs engine", claims,
               note="no claim measured under both labels"))}
-    paths = [out_dir / DOCUMENT]
-    for table in tables.values():
-        paths += write_table(table, out_dir / "tables")
     agreeing, total = int((cells.cell == "agree").sum()), len(cells)
     sentence = (f"The bundled `{PROFILE}` profile against MemClaw's engine, the matrix cell by "
                 f"cell (cells agreeing: {agreeing}/{total}), then the paper's claims and "
                 "separation side by side. Full text: FIDELITY.md.")
     runs = tuple(sorted({pair[0].run_id, pair[1].run_id,
                          *(r.run_id for p in sep_pairs for r in p)}))
-    output = SectionOutput(KEY, TITLE, sentence, tables=tables, files=paths, runs=runs,
+    output = SectionOutput(KEY, TITLE, sentence, tables=tables,
+                           files={DOCUMENT: text.encode()}, runs=runs,
                            views=("matrix_verdicts", *SEPARATION_VIEWS),
                            data={"cells": cells, "differences": diffs})
     return finish(output, context)
