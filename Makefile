@@ -114,10 +114,11 @@ reproduce-fast: bytecode
 
 # The traces' database is loaded (or found in the cache) by a process of its own while the
 # notebook's kernel starts; the build in the kernel waits for it and opens it.
+# Executes the report notebook, whose build remakes only the sections whose inputs changed;
+# starts no kernel when the executed notebook and every report file are current.
 report: bytecode
-	@$(PY) -m fleetprobe.analysis.base.database_cache data/traces >/dev/null & \
-	$(NOTEBOOK) notebooks/report.ipynb reports/report.ipynb -p traces_root data/traces \
-	    -p out_dir reports; status=$$?; wait; exit $$status
+	@$(PY) -m fleetprobe.analysis.build notebooks/report.ipynb reports/report.ipynb \
+	    -p traces_root data/traces -p out_dir reports
 
 notebooks: bytecode
 	$(PY) -m fleetprobe.reproduction notebooks data/traces reports

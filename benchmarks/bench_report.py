@@ -1,27 +1,28 @@
-"""`make report` speed: the executed report notebook, every table and figure, REPRODUCTION.md
-and index.html from the committed traces. Target: <= 10 s on an idle 2-core machine, <= 15 s
-at load 2 (issue 22).
+"""`make report` speed in its three cases (issue 35; targets on an idle 2-core machine):
 
-Times `make report` several times, alternating a build with an empty database cache
-(cold: the traces are loaded, as on a fresh clone or after a new run) and one whose cache
-holds these traces' database (warm: the traces unchanged since the last build;
-`fleetprobe.analysis.base.database_cache`), and prints each wall time, the CPU seconds it used in
-all its processes (the notebook driver, the kernel, the section workers and the forkserver
-they fork from: this process adopts the orphans as a child subreaper, so their CPU is
-counted), the median and the load average before each run (other work on the machine
-inflates wall time; the figure is only comparable with a load written beside it). Then
-runs the notebook driver and a kernel on the report notebook's imports alone (the fixed
-cost around the build), builds the report once in this process (its wall time) and prints
-the CPU seconds of loading the traces and of each section, a figure the machine's other
-load inflates far less; and checks that the build left reports/ as committed.
+- nothing changed (the executed notebook and every report file current): <= 3 s;
+- after one new run (a copy of a committed propagation run under a later name and run id,
+  which becomes its profile's canonical run): <= 10 s;
+- from a fresh clone (no kept section, database or stamp): <= 20 s.
 
-    .venv/bin/python benchmarks/bench_report.py [--runs 3] [--out /tmp/report-bench]
+Each case runs what `make report` runs (`python -m fleetprobe.analysis.build` on the report
+notebook) on a scratch copy: a traces root of links to data/traces' runs (plus the new run)
+and a copy of reports/, with a report cache of its own, so the working tree is never touched.
+Prints each wall time, the CPU seconds of every process it started (the notebook driver, the
+kernel, the section workers: this process adopts orphans as a child subreaper), the 1-minute
+load average before each run, and the median, min and max per case. Then checks that two
+fresh builds give the same bytes and that the committed reports/ is what a fresh build gives.
+
+    .venv/bin/python benchmarks/bench_report.py [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import filecmp
+import gzip
+import json
 import os
 import resource
 import shutil
@@ -33,41 +34,103 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-ENV_CACHE = "FLEETPROBE_REPORT_CACHE"  # fleetprobe.analysis.base.database_cache
+TRACES = REPO / "data/traces"
+ENV_CACHE = "FLEETPROBE_REPORT_CACHE"  # fleetprobe.analysis.build.store
+NEW_RUN_OF = "20261202T073937Z-propagation-seed7"  # copied as the "one new run"
 
 
-def time_make_report(runs: int, cache_root: Path) -> dict[str, list[tuple[float, float, float]]]:
-    """{"cold": [...], "warm": [...]}: (wall seconds, CPU seconds of every process it
-    started, 1-minute load average before the run) per `make report`, alternating a build
-    with an empty database cache (the traces loaded, as on a fresh clone or after a new run)
-    and one with the cache the cold builds filled (the traces unchanged since the last
-    build)."""
+def make_report(traces: Path, out: Path, cache: Path) -> tuple[float, float, float]:
+    """(wall s, CPU s of every process started, load average before) of one build."""
+    load = os.getloadavg()[0]
+    before = _children_cpu()
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "fleetprobe.analysis.build", "notebooks/report.ipynb",
+                    str(out / "report.ipynb"), "-p", "traces_root", str(traces), "-p",
+                    "out_dir", str(out)], cwd=REPO, check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, ENV_CACHE: str(cache), "MPLBACKEND": "Agg"})
+    wall = time.perf_counter() - started
+    _reap_orphans()
+    return wall, _children_cpu() - before, load
+
+
+def linked_traces(root: Path) -> Path:
+    root.mkdir(parents=True)
+    evidence = TRACES.parent / "scale"  # the scale section reads it beside the traces
+    if evidence.is_dir():
+        (root.parent / "scale").symlink_to(evidence, target_is_directory=True)
+    for run in sorted(TRACES.iterdir()):
+        if run.is_dir():
+            (root / run.name).symlink_to(run, target_is_directory=True)
+    return root
+
+
+def add_run(traces: Path, i: int) -> Path:
+    """A copy of NEW_RUN_OF under a later name and its own run id (manifest and events)."""
+    source = TRACES / NEW_RUN_OF
+    name = f"20991231T{i:06d}Z-propagation-seed7"
+    run = traces / name
+    run.mkdir()
+    manifest = json.loads((source / "manifest.json").read_text())
+    old = manifest["run_id"]
+    manifest.update(run_id=name, started_at=f"2099-12-31T00:00:{i % 60:02d}Z")
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    events = gzip.decompress((source / "events.jsonl.gz").read_bytes())
+    (run / "events.jsonl.gz").write_bytes(gzip.compress(events.replace(
+        old.encode(), name.encode()), mtime=0))
+    return run
+
+
+def cases(runs: int, scratch: Path) -> dict[str, list[tuple[float, float, float]]]:
     adopt_orphans()
-    timings: dict[str, list[tuple[float, float, float]]] = {"cold": [], "warm": []}
-    warm_cache = cache_root / "warm"
+    timings: dict[str, list[tuple[float, float, float]]] = {
+        "fresh clone": [], "nothing changed": [], "one new run": []}
+    traces = linked_traces(scratch / "traces")
+    out = scratch / "reports"
     for i in range(runs):
-        for kind in ("cold", "warm"):
-            cache = cache_root / f"cold-{i}" if kind == "cold" else warm_cache
-            load = os.getloadavg()[0]
-            before = _children_cpu()
-            started = time.perf_counter()
-            subprocess.run(["make", "--no-print-directory", "report"], cwd=REPO, check=True,
-                           stdout=subprocess.DEVNULL,
-                           env={**os.environ, ENV_CACHE: str(cache)})
-            wall = time.perf_counter() - started
-            _reap_orphans()
-            if kind == "cold" and not warm_cache.exists():
-                shutil.copytree(cache, warm_cache)
-            timings[kind].append((wall, _children_cpu() - before, load))
-            print(f"make report #{i + 1} {kind}: {wall:5.1f} s, {timings[kind][-1][1]:5.1f} "
-                  f"CPU-s (load average before: {load:.2f})", flush=True)
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(REPO / "reports", out)
+        cache = scratch / f"cache-{i}"
+        steps = [("fresh clone", None), ("nothing changed", None),
+                 ("one new run", lambda i=i: add_run(traces, i)), ("nothing changed", None)]
+        for case, change in steps:
+            if change is not None:
+                change()
+            timings[case].append(make_report(traces, out, cache))
+            wall, cpu, load = timings[case][-1]
+            print(f"#{i + 1} {case:<16} {wall:6.1f} s {cpu:6.1f} CPU-s (load average before "
+                  f"{load:.2f})", flush=True)
+        for run in traces.iterdir():  # the next round starts from the committed traces
+            if not run.is_symlink():
+                shutil.rmtree(run)
     return timings
 
 
+def deterministic(scratch: Path) -> None:
+    """Two builds with nothing kept give the same bytes, and they are the committed ones."""
+    outs = []
+    for name in ("a", "b"):
+        out = scratch / f"det-{name}"
+        shutil.copytree(REPO / "reports", out)
+        make_report(TRACES, out, scratch / f"det-cache-{name}")
+        outs.append(out)
+    diff = filecmp.dircmp(outs[0], outs[1])
+    print("two fresh builds: " + ("the same bytes" if not _differs(diff) else "DIFFER"))
+    changed = subprocess.run(["git", "diff", "--no-index", "--stat", str(REPO / "reports"),
+                              str(outs[0])], capture_output=True, text=True).stdout.strip()
+    print("a fresh build gives the committed reports/" if not changed else
+          f"a fresh build differs from reports/:\n{changed}")
+
+
+def _differs(diff: filecmp.dircmp) -> bool:
+    _, mismatch, errors = filecmp.cmpfiles(diff.left, diff.right, diff.common_files,
+                                           shallow=False)
+    return bool(mismatch or errors or diff.left_only or diff.right_only) or any(
+        _differs(sub) for sub in diff.subdirs.values())
+
+
 def adopt_orphans() -> None:
-    """Make this process the child subreaper (Linux): the processes `make report` leaves
-    running as it ends (the forkserver and the workers it forked) become its children, so
-    their CPU time is counted once they are reaped. Elsewhere only waited-for children count."""
+    """This process as the child subreaper (Linux): the section workers a kernel leaves
+    become its children, so their CPU time is counted once they are reaped."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
@@ -90,71 +153,20 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def notebook_overhead(out_dir: Path) -> None:
-    """What `make report` spends around the build: the notebook driver and a kernel running
-    the report notebook's imports only (start, imports, shutdown, writing the notebook)."""
-    import nbformat
-
-    source = nbformat.read(str(REPO / "notebooks/report.ipynb"), as_version=4)
-    source.cells = [c for c in source.cells if "parameters" in c.metadata.get("tags", [])]
-    source.metadata.pop("fleetprobe", None)  # ipykernel's own launcher: no section workers
-    source.cells.append(nbformat.v4.new_code_cell("import fleetprobe.analysis.report"))
-    path = out_dir / "imports-only.ipynb"
-    nbformat.write(source, str(path))
-    before = _children_cpu()
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "fleetprobe.notebooks", str(path),
-                    str(out_dir / "imports-only.out.ipynb")], cwd=REPO, check=True)
-    _reap_orphans()
-    print(f"  notebook driver + kernel, imports only: {time.perf_counter() - started:5.2f} s, "
-          f"{_children_cpu() - before:5.2f} CPU-s (load average {os.getloadavg()[0]:.2f})")
-
-
-def section_cpu(out_dir: Path) -> None:
-    from fleetprobe.analysis import report
-    from fleetprobe.analysis.base import db
-
-    started = time.process_time()
-    wall = time.perf_counter()
-    db.write_database(REPO / "data/traces", out_dir / "traces.duckdb")
-    print(f"  load the traces (DuckDB): {time.process_time() - started:5.2f} CPU-s, "
-          f"{time.perf_counter() - wall:5.2f} s")
-    wall = time.perf_counter()
-    os.environ[ENV_CACHE] = "off"  # the whole build, the traces' load included
-    built = report.build(REPO / "data/traces", out_dir / "reports")
-    print(f"  report.build (load, sections in {os.cpu_count()} processes, index.html): "
-          f"{time.perf_counter() - wall:5.2f} s wall (load average {os.getloadavg()[0]:.2f})")
-    total = 0.0
-    for key, section in built["sections"].items():
-        total += section.cpu_seconds
-        print(f"  section {key:<14} {section.cpu_seconds:5.2f} CPU-s")
-    print(f"  sections total          {total:5.2f} CPU-s "
-          f"(built in {os.cpu_count()} processes at most)")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=None,
-                        help="scratch directory for the CPU breakdown (default: a temp dir)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-report-cache-") as cache_root:
-        timings = time_make_report(args.runs, Path(cache_root))
-    for kind, runs in timings.items():
-        walls = [w for w, _, _ in runs]
-        cpus = [c for _, c, _ in runs]
-        loads = [load for _, _, load in runs]
-        print(f"make report, {kind} database cache: median {statistics.median(walls):.1f} s "
-              f"over {len(walls)} runs (min {min(walls):.1f}, max {max(walls):.1f}), median "
-              f"{statistics.median(cpus):.1f} CPU-s; load average median "
-              f"{statistics.median(loads):.2f}; {os.cpu_count()} cores")
-    changed = subprocess.run(["git", "status", "--porcelain", "--", "reports"], cwd=REPO,
-                             capture_output=True, text=True, check=True).stdout.strip()
-    print("reports/ as committed" if not changed else f"reports/ changed:\n{changed}")
     with tempfile.TemporaryDirectory(prefix="bench-report-") as scratch:
-        notebook_overhead(args.out or Path(scratch))
-        section_cpu(args.out or Path(scratch))
+        timings = cases(args.runs, Path(scratch))
+        for case, rows in timings.items():
+            walls, cpus, loads = ([r[j] for r in rows] for j in range(3))
+            print(f"{case}: median {statistics.median(walls):.1f} s (min {min(walls):.1f}, "
+                  f"max {max(walls):.1f}) over {len(walls)} builds, median "
+                  f"{statistics.median(cpus):.1f} CPU-s; load average before "
+                  f"{min(loads):.2f}-{max(loads):.2f}; {os.cpu_count()} cores")
+        deterministic(Path(scratch))
 
 
-if __name__ == "__main__":  # the report's worker processes import this module's parent
+if __name__ == "__main__":
     main()

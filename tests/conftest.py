@@ -20,7 +20,7 @@ from fleetprobe.targets import Target, target_for_server
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PROFILE = "memclaw-2026-05-30"
-REPORT_CACHE_ENV = "FLEETPROBE_REPORT_CACHE"  # fleetprobe.analysis.base.database_cache
+REPORT_CACHE_ENV = "FLEETPROBE_REPORT_CACHE"  # fleetprobe.analysis.build.store
 
 
 def _server(profile: str, extra_args: tuple[str, ...] = (), **kwargs: Any) -> Any:

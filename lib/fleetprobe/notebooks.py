@@ -5,15 +5,12 @@
 
 The kernel talks over local IPC sockets rather than TCP on loopback (no "Kernel is running
 over TCP without encryption" warning, nothing listening on a port), papermill shows no
-progress bar, and a failing cell ends the command with papermill's one-paragraph error. A
-notebook may name the module its kernel runs (metadata `fleetprobe.kernel_module`: the
-report's starts its section workers before the kernel's own start-up).
+progress bar, and a failing cell ends the command with papermill's one-paragraph error.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -35,38 +32,14 @@ from traitlets import Unicode
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]
 
 
-DEFAULT_KERNEL_MODULE = "ipykernel_launcher"
-
-
 class IPCKernelManager(AsyncKernelManager):
-    """A kernel reached over IPC sockets next to its connection file, started by running
-    `kernel_module` (ipykernel's launcher, or a module that does something first and then
-    runs it)."""
+    """A kernel reached over IPC sockets next to its connection file."""
 
     transport = Unicode("ipc")
-    kernel_module = DEFAULT_KERNEL_MODULE
-
-    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-        return [self.kernel_module if part == DEFAULT_KERNEL_MODULE else part
-                for part in super().format_kernel_cmd(extra_arguments)]
 
     def _ip_default(self) -> str:
         # a socket path prefix of its own: kernels started side by side never share sockets
         return str(Path(tempfile.gettempdir()) / f"fleetprobe-kernel-{uuid.uuid4().hex[:12]}")
-
-
-def kernel_manager(kernel_module: str = DEFAULT_KERNEL_MODULE) -> type[IPCKernelManager]:
-    if kernel_module == DEFAULT_KERNEL_MODULE:
-        return IPCKernelManager
-    return type("IPCKernelManager", (IPCKernelManager,), {"kernel_module": kernel_module})
-
-
-def declared_kernel_module(source: str | Path) -> str:
-    """The module a notebook asks its kernel to run (its metadata's
-    `fleetprobe.kernel_module`; the report notebook names one that starts its section
-    workers first), else ipykernel's launcher."""
-    metadata = json.loads(Path(source).read_text()).get("metadata", {})
-    return metadata.get("fleetprobe", {}).get("kernel_module", DEFAULT_KERNEL_MODULE)
 
 
 def execute(source: str | Path, output: str | Path, parameters: dict[str, Any] | None = None,
@@ -84,7 +57,7 @@ def execute(source: str | Path, output: str | Path, parameters: dict[str, Any] |
         papermill.execute_notebook(
             str(source), str(output), parameters=parameters or {}, progress_bar=False,
             log_output=False, cwd=str(cwd) if cwd else None, start_timeout=300,
-            kernel_manager_class=kernel_manager(declared_kernel_module(source)),
+            kernel_manager_class=IPCKernelManager,
             request_save_on_cell_execute=False, shutdown_kernel="immediate",
         )
     strip_timings(Path(output))

@@ -4,6 +4,7 @@ run when there are no backend runs."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from fleetprobe.analysis import report
@@ -127,8 +128,8 @@ def test_rates_side_by_side_and_causes_checked(tmp_path: Path) -> None:
         classes, _ = backends.attribution_tables(results, tmp_path)
         frame = classes.frame.set_index("cause")
         assert frame.loc["all gaps", "backend-mem0[idiomatic]"] == 4
-        paths, _ = backends.overview_figure(judged, tmp_path / "figures")
-        assert [p.suffix for p in paths] == [".png"] and paths[0].stat().st_size
+        files, _ = backends.overview_figure(judged, tmp_path / "figures")
+        assert [p.suffix for p in files] == [".png"] and all(files.values())
     finally:
         results.con.close()
 
@@ -150,11 +151,10 @@ def test_overview_is_one_png_whose_labels_fit(tmp_path: Path) -> None:
     judged["store"] = "a store name long enough to need a wide margin on the left"
     out = tmp_path / "figures"
     out.mkdir()
-    paths, note = backends.overview_figure(judged, out)
-    assert note == "" and paths == [out / "backends_overview.png"]
-    assert sorted(p.name for p in out.iterdir()) == ["backends_overview.png"]
-    pixels = np.asarray(Image.open(paths[0]).convert("L"))
+    files, note = backends.overview_figure(judged, out)
+    assert note == "" and list(files) == [out / "backends_overview.png"]
+    pixels = np.asarray(Image.open(io.BytesIO(files[out / "backends_overview.png"])).convert("L"))
     edges = {"left": pixels[:, :3], "bottom": pixels[-3:, :], "right": pixels[:, -3:]}
-    assert {side: int(edge.min()) for side, edge in edges.items()} == {
-        "left": 255, "bottom": 255, "right": 255}
+    # blank margins (white, as the 256-colour palette keeps it: 254 or 255)
+    assert all(int(edge.min()) >= 254 for edge in edges.values()), edges
     assert pixels[:, :200].min() < 100  # the labels are drawn, near the left edge

@@ -1,4 +1,4 @@
-"""The traces' database kept between report builds (base/database_cache.py): the same report
+"""The traces' database kept between report builds (build/database_cache.py): the same report
 cached or not, a new database for any changed input, never a half-written or stale one."""
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from fleetprobe.analysis import report
-from fleetprobe.analysis.base import database_cache, db
+from fleetprobe.analysis.base import db
+from fleetprobe.analysis.build import database_cache, store
 
 
 @pytest.fixture()
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "cache"
-    monkeypatch.setenv(database_cache.ENV_CACHE, str(root))
+    monkeypatch.setenv(store.ENV_CACHE, str(root))
     return root
 
 
@@ -52,15 +53,16 @@ def test_a_cached_database_gives_the_same_report_bytes(traces, cache, tmp_path, 
     report.build(traces, tmp_path / "out" / "warm", jobs=1)
     assert len(loads) == 1, "the second build loaded the traces again"
     name = f"traces-{database_cache.traces_key(traces)}.duckdb"
-    assert sorted(p.name for p in cache.iterdir()) == [".lock", name]  # no partial file left
-    monkeypatch.setenv(database_cache.ENV_CACHE, "off")
+    # no partial file left
+    assert sorted(p.name for p in cache.iterdir() if p.is_file()) == [".lock", name]
+    monkeypatch.setenv(store.ENV_CACHE, "off")
     report.build(traces, tmp_path / "out" / "uncached", jobs=1)
     assert len(loads) == 2 and cache not in loads[1].parents
     cold = report_files(tmp_path / "out" / "cold")
     assert cold and cold == report_files(tmp_path / "out" / "warm")
     assert cold == report_files(tmp_path / "out" / "uncached")
     # a run taken away: the next build loads the traces again and no longer has it
-    monkeypatch.setenv(database_cache.ENV_CACHE, str(cache))
+    monkeypatch.setenv(store.ENV_CACHE, str(cache))
     victim = next(d for d in db.run_dirs(traces)
                   if db.read_manifest(d)["run_id"] in set(built["canonical"].run_id))
     shutil.rmtree(victim)
@@ -146,14 +148,15 @@ def test_the_most_recently_used_databases_are_kept(cache):
 
 
 def test_off_keeps_nothing(traces, cache, tmp_path, monkeypatch):
-    monkeypatch.setenv(database_cache.ENV_CACHE, "off")
+    monkeypatch.setenv(store.ENV_CACHE, "off")
     path = database_cache.database(traces, tmp_path)
     assert path.parent == tmp_path and not cache.exists()
 
 
 def test_builds_at_the_same_time_load_the_traces_once(traces, cache, tmp_path, monkeypatch):
-    """`make report` starts a load beside the notebook's kernel: whichever comes second waits
-    for the first and opens what it wrote. A writer killed half way left a partial file."""
+    """Builds started side by side (two notebooks, a test run beside `make report`): whichever
+    comes second waits for the first and opens what it wrote. A writer killed half way left a
+    partial file."""
     cache.mkdir()
     (cache / ".traces-0.duckdb.1.partial").write_bytes(b"killed half way")
     loads = count_loads(monkeypatch)
@@ -162,10 +165,3 @@ def test_builds_at_the_same_time_load_the_traces_once(traces, cache, tmp_path, m
                               range(3)))
     assert len(loads) == 1 and len(set(paths)) == 1
     assert sorted(p.name for p in cache.iterdir()) == [".lock", paths[0].name]
-
-
-def test_the_command_line_makes_the_database(traces, cache, capsys):
-    assert database_cache.main([str(traces)]) == 0
-    made = Path(capsys.readouterr().out.strip())
-    assert made.parent == cache and made.is_file()
-    assert database_cache.main([str(traces / "missing")]) == 2

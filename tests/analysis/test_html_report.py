@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
+
 from fleetprobe.analysis import report, sections
 from fleetprobe.analysis.base import html, sql_views
+from fleetprobe.analysis.base.tables import Table
 
 
 def test_page_has_a_row_per_claim_and_every_figure(fixture_traces, tmp_path):
@@ -49,14 +52,15 @@ def test_the_page_opens_on_a_summary_and_reaches_every_section(fixture_traces, t
 
 
 def test_a_section_shows_its_files_and_says_what_is_missing(tmp_path):
-    (tmp_path / "tables").mkdir(parents=True)
-    (tmp_path / "tables" / "gap_catalogue.csv").write_text("gap,count\nget_by_id,3\n")
-    tables = {"gap_catalogue": html.table_file("gap_catalogue", tmp_path, "Gaps by path.")}
+    frame = pd.DataFrame({"gap": ["get_by_id"], "count": [3]})
+    tables = {"gap_catalogue": Table("gap_catalogue", "gap catalogue", frame, "Gaps by path.",
+                                     formats=("csv",))}
     body = html.section_body(
         "Every principal x path x scope.", "9.1", tables, {}, tmp_path, tmp_path / "traces",
         notebook="matrix.ipynb", views=("matrix_summary",), runs=("run-a",),
         table_names=("gap_catalogue", "not_written"), figure_names=("matrix_heatmap",))
     assert "get_by_id" in body and "Gaps by path." in body
+    assert "tables/gap_catalogue.csv" in body and "gap_catalogue.md" not in body
     assert "not_written: not produced." in body
     assert "matrix_heatmap: not produced." in body
     assert "<a href='matrix.ipynb'>matrix.ipynb</a>" in body

@@ -4,6 +4,7 @@ it (those categories absent: zero, or an empty table)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 
 from fleetprobe.analysis.base import db
 from fleetprobe.analysis.sections import matrix
+from fleetprobe.analysis.sections.matrix import figure
 from fleetprobe.policy import PATHS
 
 from .fixtures.builders import matrix_reworked, write_run
@@ -31,14 +33,14 @@ def reworked(tmp_path: Path) -> matrix.MatrixSection:
                                "link for 2 rows written with one (entity census)"}]})
     con = db.connect(root)
     try:
-        return matrix.write(con, tmp_path / "out")
+        return matrix.write(con)
     finally:
         con.close()
 
 
 def table(section: matrix.MatrixSection, name: str) -> pd.DataFrame:
-    path = next(p for p in section.paths if p.name == f"{name}.csv")
-    return pd.read_csv(path)
+    """The table as its CSV file reads back."""
+    return pd.read_csv(io.BytesIO(section.tables[name].files()[f"tables/{name}.csv"]))
 
 
 def test_probe_counts_leave_side_effects_out_and_tally_them_apart(reworked):
@@ -97,7 +99,7 @@ def test_a_run_from_before_the_rework_shows_zero_and_empty_tables(tmp_path):
     write_run(tmp_path / "traces", "20261201T175200Z-matrix-seed11", "matrix", events)
     con = db.connect(tmp_path / "traces")
     try:
-        section = matrix.write(con, tmp_path / "out")
+        section = matrix.write(con)
     finally:
         con.close()
     row = section.summary.iloc[0]
@@ -134,7 +136,7 @@ def _cells(targets: dict[str, dict[tuple[str, str], tuple[int, int, int]]]) -> p
 def test_heatmap_grids_are_gap_shares_with_nan_where_nothing_was_judged():
     cells = _cells({"hardened": {("t1 own", "get"): (4, 1, 0), ("t1 own", "list"): (0, 0, 2)},
                     "naive": {("t1 own", "get"): (2, 1, 0), ("t1 own", "list"): (3, 3, 1)}})
-    share, missed = matrix.heatmap_grids(cells, ["hardened", "naive"], ["t1 own", "t2 own"],
+    share, missed = figure.heatmap_grids(cells, ["hardened", "naive"], ["t1 own", "t2 own"],
                                          ["get", "list"])
     assert share.shape == missed.shape == (2, 2, 2)
     assert share[0, 0].tolist() == [0.25, pytest.approx(float("nan"), nan_ok=True)]
@@ -150,14 +152,10 @@ def test_heatmap_is_one_png_with_every_panel_labelled(tmp_path):
     whos, paths = list(matrix.PRINCIPALS[:3]), list(matrix.PATH_ORDER[:5])
     cells = _cells({t: {(w, p): (2, i % 3, 0) for w in whos for p in paths}
                     for i, t in enumerate(targets)})
-    out = tmp_path / "figures"
-    out.mkdir()
-    assert matrix.heatmap(cells, out) == [out / "matrix_heatmap.png"]
-    assert sorted(p.name for p in out.iterdir()) == ["matrix_heatmap.png"]
-    image = Image.open(out / "matrix_heatmap.png").convert("L")
-    dpi = matrix.HEATMAP_DPI
-    panel_w, panel_h = matrix.CELL_W * len(paths), matrix.CELL_H * len(whos)
-    width = matrix.LEFT + 3 * panel_w + 2 * matrix.PANEL_GAP + matrix.RIGHT
+    image = Image.open(io.BytesIO(matrix.heatmap(cells))).convert("L")
+    dpi = figure.HEATMAP_DPI
+    panel_w, panel_h = figure.CELL_W * len(paths), figure.CELL_H * len(whos)
+    width = figure.LEFT + 3 * panel_w + 2 * figure.PANEL_GAP + figure.RIGHT
     assert image.width == round(width * dpi)
 
     def inked(left: float, top: float, right: float, bottom: float) -> bool:
@@ -166,13 +164,13 @@ def test_heatmap_is_one_png_with_every_panel_labelled(tmp_path):
 
     for i in range(4):  # path labels under every panel, principal labels left of each row
         row, col = divmod(i, 3)
-        x0 = matrix.LEFT + col * (panel_w + matrix.PANEL_GAP)
-        top = matrix.TOP + row * (matrix.PANEL_TOP + panel_h + matrix.PANEL_BOTTOM) \
-            + matrix.PANEL_TOP
+        x0 = figure.LEFT + col * (panel_w + figure.PANEL_GAP)
+        top = figure.TOP + row * (figure.PANEL_TOP + panel_h + figure.PANEL_BOTTOM) \
+            + figure.PANEL_TOP
         assert inked(x0, top + panel_h + 0.02, x0 + panel_w, top + panel_h + 0.5), i
         if col == 0:
-            assert inked(0.1, top, matrix.LEFT - 0.02, top + panel_h), i
+            assert inked(0.1, top, figure.LEFT - 0.02, top + panel_h), i
     # no labels where no panel is (the second row's empty slots)
-    x_empty = matrix.LEFT + 1 * (panel_w + matrix.PANEL_GAP)
-    top = matrix.TOP + matrix.PANEL_TOP + panel_h + matrix.PANEL_BOTTOM + matrix.PANEL_TOP
+    x_empty = figure.LEFT + 1 * (panel_w + figure.PANEL_GAP)
+    top = figure.TOP + figure.PANEL_TOP + panel_h + figure.PANEL_BOTTOM + figure.PANEL_TOP
     assert not inked(x_empty, top + panel_h + 0.02, x_empty + 2 * panel_w, top + panel_h + 0.5)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 from fleetprobe.analysis import report
@@ -104,23 +103,6 @@ def test_the_shared_database_holds_the_shared_views_rows(fixture_traces, tmp_pat
     assert shared.execute("SELECT count(*) FROM rate_metrics").fetchone()[0] > 0
 
 
-def test_shared_readers_of_a_file_are_independent_cursors(fixture_traces, tmp_path):
-    """Sections built in one process read the database through cursors on one instance: a
-    section that closes its reader leaves the next one's working, with the same rows."""
-    from fleetprobe.analysis.base import db
-
-    path = tmp_path / "traces.duckdb"
-    db.write_database(fixture_traces[0], path)
-    first = db.shared_reader(path)
-    rows = first.execute("SELECT * FROM runs ORDER BY ALL").fetchall()
-    first.close()
-    second = db.shared_reader(path)
-    assert second is not first
-    assert second.execute("SELECT * FROM runs ORDER BY ALL").fetchall() == rows
-    with pytest.raises(duckdb.Error):  # read-only, like open_database
-        second.execute("CREATE TABLE scribble (x INTEGER)")
-
-
 def test_answers_and_failures_match_a_query_per_run(results):
     """Results.statuses and Results.failures (one query each) give what a query for one run
     and phase gives."""
@@ -148,24 +130,3 @@ def test_a_build_removes_the_figures_an_older_build_left(fixture_traces, tmp_pat
     drawn = {p.name for f in built["figures"].values() for p in f.paths}
     assert {p.name for p in figures.iterdir()} == drawn | {"notes.txt"}
     assert "matrix_heatmap.pdf" not in drawn and "a_renamed_figure.png" not in drawn
-
-
-def test_sections_in_one_process_share_one_results_each_with_its_own_cursor(
-        fixture_traces, tmp_path):
-    """Context.results over a database file: the runs, canonical choice and views are
-    computed once per process and selection; each section's cursor is its own to close."""
-    from fleetprobe.analysis.base import db
-    from fleetprobe.analysis.base.section import Context
-
-    path = tmp_path / "traces.duckdb"
-    db.write_database(fixture_traces[0], path)
-    context = Context(fixture_traces[0], tmp_path / "out", database=path)
-    first = context.results()
-    canonical = first.canonical
-    first.con.close()  # as every section does when it is done
-    second = context.results()
-    assert second is first and second.canonical is canonical
-    assert second.con.execute("SELECT count(*) FROM runs").fetchone()[0] == len(second.runs)
-    named = Context(fixture_traces[0], tmp_path / "out", (canonical.run_id.iloc[0],),
-                    database=path).results()
-    assert named is not second and named.selected == (canonical.run_id.iloc[0],)

@@ -36,18 +36,33 @@ def test_every_registered_section_has_one_entry_point_and_imports_no_other_secti
                                           "contradiction"]
     assert {"matrix", "separation", "faults", "backends", "scale", "embedder", "live_targets",
             "fidelity"} <= set(sections.REGISTRY)
-    for key, module in sections.REGISTRY.items():
-        path = SECTIONS_DIR / f"{module}.py"
-        tree = ast.parse(path.read_text())
-        builds = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "build"]
+    for key, section in sections.REGISTRY.items():
+        package = SECTIONS_DIR / section.module
+        paths = sorted(package.glob("*.py")) if package.is_dir() else [
+            SECTIONS_DIR / f"{section.module}.py"]
+        entry = package / "__init__.py" if package.is_dir() else paths[0]
+        builds = [n for n in ast.parse(entry.read_text()).body
+                  if isinstance(n, ast.FunctionDef) and n.name == "build"]
         assert len(builds) == 1, key
-        imported = {node.module for node in ast.walk(tree)
-                    if isinstance(node, ast.ImportFrom) and node.module}
-        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                     for alias in node.names}
-        others = {m for m in imported if m.startswith("fleetprobe.analysis")
-                  and not m.startswith("fleetprobe.analysis.base")}
-        assert not others, f"{key} imports {others}"
+        own = f"fleetprobe.analysis.sections.{section.module}"
+        for path in paths:
+            tree = ast.parse(path.read_text())
+            imported = {node.module for node in ast.walk(tree)
+                        if isinstance(node, ast.ImportFrom) and node.module}
+            imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                         for alias in node.names}
+            others = {m for m in imported if m.startswith("fleetprobe.analysis")
+                      and not m.startswith(("fleetprobe.analysis.base", own))}
+            assert not others, f"{key} imports {others}"
+
+
+def test_a_section_registers_every_experiment_it_reads():
+    """The registry's experiments decide when a kept section is stale: they must hold every
+    experiment whose events the section asks for (None: every run)."""
+    for key, section in sections.REGISTRY.items():
+        module = sections_module(section.module)
+        if section.experiments is not None:
+            assert set(module.EXPERIMENTS) <= set(section.experiments), key
 
 
 def test_fragments_are_composed_by_order_whatever_order_they_arrive_in():
@@ -89,7 +104,7 @@ def test_a_new_section_is_one_module_and_one_registration_line(fixture_traces, t
     module.build = build  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setattr(sections, "REGISTRY", dict(sections.REGISTRY))
-    sections.register("example_view", "example_view")
+    sections.register("example_view", "example_view", ("leakage",))
     built = report.build(fixture_traces[0], tmp_path, jobs=1)
     page = (tmp_path / "index.html").read_text()
     assert "<h2 id='example_view'>Example view</h2>" in page

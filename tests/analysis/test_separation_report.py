@@ -40,8 +40,8 @@ def test_with_runs_the_figure_and_table_show_each_target(traces: Path, tmp_path:
     built = report.build(traces, tmp_path / "out")
     section = built["separation"]
     assert list(section.table.target) == ["memclaw-2026-05-31", "naive"]
-    assert {p.suffix for p in section.figure_paths} == {".png"}  # an instrument figure
-    assert all(p.stat().st_size > 1000 for p in section.figure_paths)
+    assert {p.suffix for p in section.figure.paths} == {".png"}  # an instrument figure
+    assert all(p.stat().st_size > 1000 for p in section.figure.paths)
     assert "n = " in section.caption
     row = section.table.set_index("target")
     reserved = "reserved types refused (422 INVALID_ARGUMENTS, route named)"

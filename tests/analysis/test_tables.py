@@ -1,5 +1,5 @@
-"""The table writers' shortcuts give tabulate's own text (Markdown as pandas' to_markdown
-writes it, LaTeX as tabulate's latex_booktabs)."""
+"""The table writers give tabulate's own text (Markdown as pandas' to_markdown writes it,
+LaTeX as tabulate's latex_booktabs), and a table's files are its csv, md and tex."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from tabulate import tabulate
 
-from fleetprobe.analysis.base.tables import escape_latex, latex, markdown, records, text_columns
+from fleetprobe.analysis.base.tables import Table, escape_latex, latex, markdown
 
 # every kind of column a report table has: formatted text, numbers written as text (tabulate
 # parses and right-aligns them), real numbers, missing cells, bools, LaTeX's specials
@@ -46,32 +46,18 @@ def test_markdown_takes_the_headers_given():
                                                                      headers=["a", "b"])
 
 
-def test_only_text_columns_skip_number_parsing():
-    # the numbers written as text, the numbers and the bools are parsed as tabulate does
-    assert [MIXED.columns[j] for j in text_columns(MIXED)] == [
-        "claim", "k/n", "text flags", "specials", "nullable"]
-
-
 def test_escape_latex_escapes_as_tabulate_does():
     text = "a_b & 50% {x} ~ \\ ^ # $ <y>"
     tabular = tabulate([[text]], tablefmt="latex_booktabs")
     assert escape_latex(text) in tabular
 
 
-def test_records_are_pandas_records():
-    frame = pd.DataFrame({
-        "text": pd.Series(["a", None, "c"], dtype="str"),
-        "count": [1, 2, 3],
-        "value": [0.5, math.nan, 2.0],
-        "flag": [True, False, True],
-        "object": ["x", None, 3],
-        "nullable": pd.array([1, None, 3], dtype="Int64"),
-        "maybe": pd.array([True, None, False], dtype="boolean"),
-        "when": pd.to_datetime(["2026-01-01", None, "2026-01-03"]),
-    })
-    for part in (frame, frame.iloc[0:0], frame[[]]):
-        expected = part.to_dict("records")
-        got = records(part)
-        assert [list(r) for r in got] == [list(r) for r in expected]
-        assert [[(type(v), repr(v)) for v in r.values()] for r in got] == [
-            [(type(v), repr(v)) for v in r.values()] for r in expected]
+def test_a_tables_files_are_its_formats():
+    table = Table("t", "A title", MIXED[["count", "value"]], note="a note")
+    files = table.files()
+    assert sorted(files) == ["tables/t.csv", "tables/t.md", "tables/t.tex"]
+    assert files["tables/t.csv"].decode() == MIXED[["count", "value"]].to_csv(index=False)
+    assert files["tables/t.md"].decode().startswith("## A title\n\n|")
+    assert Table("t", "t", MIXED, formats=("csv",)).files().keys() == {"tables/t.csv"}
+    empty = Table("e", "Empty", MIXED.iloc[0:0], note="nothing yet").files()
+    assert empty["tables/e.tex"] == b"% nothing yet\n"

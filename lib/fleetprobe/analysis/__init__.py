@@ -1,12 +1,13 @@
 """Analysis of fleetprobe run traces: DuckDB metric views, statistics, tables, figures and the
 paper-versus-reproduction verdict. Everything is computed from data/traces only.
 
-Three layers: `base` (traces, metric views, intervals, claims, shared helpers) below
-`sections` (one module per experiment or view, each independent of the others) below
-`report` and `html_report`, which compose the registered sections.
+Layers: `base` (traces, metric views, intervals, claims, shared helpers) below `sections`
+(one module per experiment or view, each independent of the others) below `build` (which
+sections to make again, the processes, what is kept, the one writer) and `html_report`, below
+`report`, which composes the registered sections.
 
 Importing the package imports nothing else: an experiment notebook that needs only `db`
-should not pay for the report's plotting and statistics stack (1.5 s at start-up)."""
+should not pay for the report's plotting and statistics stack."""
 
 from typing import Any
 

@@ -58,15 +58,8 @@ details.sql pre { background: #f7f7f7; padding: 0.5rem; overflow-x: auto; }
 # ------------------------------------------------------------------------------ page
 
 
-def write_index(built: dict[str, Any]) -> Path:
-    """Write out_dir/index.html for a `report.build` result; return its path."""
-    out_dir = Path(built["out_dir"])
-    path = out_dir / INDEX
-    path.write_text(render(built), encoding="utf-8")
-    return path
-
-
 def render(built: dict[str, Any]) -> str:
+    """out_dir/index.html of a `report.build` result."""
     out_dir = Path(built["out_dir"])
     traces = Path(built["traces_root"])
     sections = built["sections"]
@@ -236,4 +229,4 @@ def _paper_sections() -> str:
 
 
 
-__all__ = ["INDEX", "render", "write_index"]
+__all__ = ["INDEX", "render"]

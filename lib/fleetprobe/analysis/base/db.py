@@ -7,7 +7,6 @@ off by an interrupted run is skipped, so every view works on incomplete or empty
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from collections.abc import Collection, Iterable
@@ -115,7 +114,7 @@ def connect(traces_root: Path, runs: Iterable[Path] | None = None,
 
 # Views that many report sections read, stored in the shared database file as tables of the
 # same name and rows, so each section's process reads them instead of computing them again:
-# `runs` counts every event, and the long-form rate table asks 28 views (half a CPU-second).
+# `runs` counts every event, and the long-form rate table asks 28 views.
 SHARED_VIEWS = ("runs", "rate_metrics", "latency_metrics")
 
 
@@ -143,18 +142,6 @@ def open_database(path: Path) -> duckdb.DuckDBPyConnection:
     return _quiet(duckdb.connect(str(path), read_only=True))
 
 
-def shared_reader(path: Path) -> duckdb.DuckDBPyConnection:
-    """A read-only cursor on a database file whose DuckDB instance stays open in this
-    process (the last file asked for): a worker that builds several report sections reads
-    the file's catalogue once, not once a section (a fortieth of a second each)."""
-    return _quiet(_kept_open(str(path)).cursor())
-
-
-@functools.lru_cache(maxsize=1)
-def _kept_open(path: str) -> duckdb.DuckDBPyConnection:
-    return open_database(Path(path))
-
-
 def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """No progress bar on stderr: the report's output is its files. (In a notebook kernel
     DuckDB refuses to change the setting without ipywidgets, and prints no bar there.)"""
@@ -180,7 +167,7 @@ def load_into(con: duckdb.DuckDBPyConnection, traces_root: Path,
             by_experiment.setdefault(m.get("experiment"), []).append(events_file(d))
     groups = _event_tables(con, by_experiment)
     _load_runs(con, manifests)
-    # The metric views are bound (a good half second: each expands the wide `events` union)
+    # The metric views are bound (each expands the wide `events` union)
     # while other threads parse the traces into the tables they read, created empty above.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         # largest first: DuckDB parses the files of one read_json in one thread, and the
@@ -202,8 +189,8 @@ def _event_tables(con: duckdb.DuckDBPyConnection,
     """`events`: a view over one table per experiment, each holding only the fields that
     experiment's events carry (EVENTS.md: the common ones and its own); the view gives every
     field, in one order, NULL where an experiment has none. Parsing and storing a field costs
-    per line whether or not the line has it: the matrix's 300k lines with its 41 fields
-    instead of all 173 take half the CPU. The tables are created empty: {table: (experiment,
+    per line whether or not the line has it, so each table holds only its experiment's
+    fields. The tables are created empty: {table: (experiment,
     its events files)} says what each is to hold (`_read_events`)."""
     con.execute(f"CREATE TABLE events_schema ({_column_list(event_columns())})")
     con.execute("CREATE TABLE unreadable_lines (run_dir VARCHAR, lines BIGINT)")

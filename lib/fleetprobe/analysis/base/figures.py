@@ -19,7 +19,7 @@ import contextlib
 import io
 import math
 import textwrap
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +31,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
-from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from PIL import Image  # noqa: E402
@@ -62,6 +61,8 @@ class FigureOutput:
     note: str = ""
     caption: str = ""
     views: tuple[str, ...] = ()  # the metric views of metrics.sql the figure draws
+    # the rendered files, by path under the output directory (the build's writer writes them)
+    files: dict[str, bytes] = field(default_factory=dict, repr=False)
 
 
 @contextlib.contextmanager
@@ -173,134 +174,49 @@ def percentile_marks(ax, marks: dict[str, float] | None, keys: tuple[str, ...],
 
 
 def save(fig, out_dir: Path, name: str, title: str, caption: str,
-          views: tuple[str, ...] = (), formats: tuple[str, ...] = FORMATS,
-          render: Callable[[Figure], np.ndarray] | None = None) -> FigureOutput:
-    """The figure with its title and caption as PNG (256 colours) and the other `formats`;
-    `render` draws its PNG's pixels (default `render_rgba`; a `StampedSeries` pastes what
-    a series of figures draws alike)."""
+         views: tuple[str, ...] = (), formats: tuple[str, ...] = FORMATS) -> FigureOutput:
+    """The figure with its title and caption, rendered as PNG (256 colours) and the other
+    `formats`: bytes on the `FigureOutput`, written by the build's writer under `out_dir`."""
     fig.suptitle(title, fontweight="bold")
     width_chars = int(fig.get_figwidth() * 15)
     fig.supxlabel("\n".join(textwrap.wrap(caption, width_chars)), x=0.01, ha="left",
                   fontsize=8, color="0.25")
     paths = [Path(out_dir) / f"{name}.{ext}" for ext in formats]
+    files = {}
     for i, path in enumerate(paths):
         if i == 1 and fig.get_layout_engine() is not None:
-            # laid out once: the second file keeps the first one's layout instead of running
-            # the layout engine (and the dry draw it needs) again, a third of a PDF's cost
-            fig.set_layout_engine(None)
+            fig.set_layout_engine(None)  # the PDF keeps the PNG's layout: one layout a figure
         # No creation date or software version in the file: the same traces give the same
         # bytes under the same matplotlib.
         if path.suffix == ".pdf":
-            fig.savefig(path, dpi=DPI,
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format="pdf", dpi=DPI,
                         metadata={"CreationDate": None, "Producer": None, "Creator": None})
+            files[f"figures/{path.name}"] = buffer.getvalue()
         else:
-            write_png((render or render_rgba)(fig), path)
+            files[f"figures/{path.name}"] = png_bytes(fig)
     plt.close(fig)
-    return FigureOutput(name, title, paths, caption=caption, views=views)
+    return FigureOutput(name, title, paths, caption=caption, views=views, files=files)
 
 
-def save_png(fig, path: Path) -> None:
-    write_png(render_rgba(fig), path)
-
-
-def render_rgba(fig) -> np.ndarray:
-    """The figure's pixels at DPI (rows x columns x RGBA). Rendered to raw RGBA, not to a
-    PNG decoded again: the same pixels, without compressing and decompressing a full-colour
-    image (0.1 s a figure)."""
+def png_bytes(fig: Figure, dpi: float = DPI) -> bytes:
+    """The figure as a 256-colour PNG (the report's one PNG writer): flat charts lose nothing
+    visible and the file shrinks about 2.5x, which keeps the executed notebooks (figures
+    embedded) small. Rendered to raw RGBA and quantized by Pillow (octree)."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="rgba", dpi=DPI)
-    renderer = fig.canvas.renderer  # the one that drew those pixels, at DPI
-    return np.frombuffer(buffer.getbuffer(), np.uint8).reshape(
-        int(renderer.height), int(renderer.width), 4)
+    fig.savefig(buffer, format="rgba", dpi=dpi)
+    renderer = fig.canvas.renderer  # the one that drew those pixels, at `dpi`
+    image = Image.frombuffer("RGBA", (int(renderer.width), int(renderer.height)),
+                             buffer.getbuffer(), "raw", "RGBA", 0, 1)
+    return encode_png(image.convert("RGB").quantize(colors=256,
+                                                    method=Image.Quantize.FASTOCTREE))
 
 
-def write_png(pixels: np.ndarray, path: Path) -> None:
-    """A 256-colour PNG: flat charts lose nothing visible and the file shrinks about 2.5x,
-    which keeps the executed report notebook (figures embedded) small. No `optimize`: it
-    made the save ten times slower (0.18 s a figure) for files 7 % smaller. The palette is
-    chosen by octree, not median cut: five times faster (0.02 s against 0.1 s a figure, 0.6
-    s against 0.14 s for the matrix heatmap) and the files come out smaller."""
-    image = Image.fromarray(np.ascontiguousarray(pixels), "RGBA")
-    image.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(
-        path, format="PNG")
-
-
-class StampedSeries:
-    """Figures that draw some artists alike (the same text at the same place: e.g. every
-    dynamics timeline's row labels and legend) rendered without drawing those again: the
-    first figure is rendered whole and its pixels in those artists' boxes kept (the stamp);
-    each later one is rendered without them and the stamp pasted in. Text is most of a
-    figure's drawing, and glyphs are rendered anew at every draw.
-
-    The pixels are Agg's own: a box must hold background only when the artists are hidden,
-    in the first figure and in each later one (so nothing else draws there and the order
-    of drawing cannot matter), every pixel the artists change must lie in a box, and
-    `layout(fig)` (what places the artists) must be the first figure's; otherwise the
-    figure is rendered whole."""
-
-    MARGIN = 3  # pixels around an artist's extent (antialiased glyph edges)
-
-    def __init__(self, static: Callable[[Figure], list[Artist]],
-                 layout: Callable[[Figure], Hashable]) -> None:
-        self.static, self.layout = static, layout
-        self.first: tuple[Hashable, np.ndarray, np.ndarray, list] | None = None
-        self.usable = True
-        self.pasted = 0  # figures rendered with the stamp (the tests read it)
-
-    def render(self, fig) -> np.ndarray:
-        if not self.usable:
-            return render_rgba(fig)
-        if self.first is None:
-            return self._first(fig)
-        layout, background, stamp, boxes = self.first
-        if self.layout(fig) != layout:
-            return render_rgba(fig)
-        pixels = self._hidden(fig)
-        if pixels.shape != stamp.shape or not all(
-                np.array_equal(pixels[box], background[box]) for box in boxes):
-            return render_rgba(fig)
-        for box in boxes:
-            pixels[box] = stamp[box]
-        self.pasted += 1
-        return pixels
-
-    def _first(self, fig) -> np.ndarray:
-        extents: list = []
-        hook = fig.canvas.mpl_connect("draw_event", lambda event: extents.extend(
-            a.get_window_extent(event.renderer) for a in self.static(fig)))
-        try:
-            whole = render_rgba(fig)
-        finally:
-            fig.canvas.mpl_disconnect(hook)
-        hidden = self._hidden(fig)
-        boxes = [self._box(e, whole.shape) for e in extents]
-        covered = np.zeros(whole.shape[:2], dtype=bool)
-        for box in boxes:
-            covered[box] = True
-        changed = (whole != hidden).any(axis=2)
-        uniform = all((hidden[box] == hidden[box][0, 0]).all() for box in boxes)
-        if extents and uniform and not (changed & ~covered).any():
-            self.first = (self.layout(fig), hidden, whole, boxes)
-        else:
-            self.usable = False
-        return whole
-
-    def _hidden(self, fig) -> np.ndarray:
-        shown = [a for a in self.static(fig) if a.get_visible()]
-        for artist in shown:
-            artist.set_visible(False)
-        try:
-            return render_rgba(fig).copy()
-        finally:
-            for artist in shown:
-                artist.set_visible(True)
-
-    def _box(self, extent, shape) -> tuple[slice, slice]:
-        height, width = shape[:2]
-        m = self.MARGIN
-        return (slice(max(0, height - math.ceil(extent.y1) - m),
-                      min(height, height - math.floor(extent.y0) + m)),
-                slice(max(0, math.floor(extent.x0) - m), min(width, math.ceil(extent.x1) + m)))
+def encode_png(image: Image.Image) -> bytes:
+    """A Pillow image as PNG bytes, with no metadata (the same bytes every build)."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
 
 
 def none_note(experiment: str, what: str) -> str:

@@ -9,7 +9,6 @@ import html
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,48 +49,6 @@ def section_links(text: str, figures, tables) -> str:
     return "; ".join(parts)
 
 
-@dataclass
-class _File:
-    """A table or figure a report module wrote as a file, shaped like Table/FigureOutput."""
-
-    name: str
-    title: str
-    frame: pd.DataFrame | None = None
-    note: str = ""
-    paths: tuple[Path, ...] = ()
-    caption: str = ""
-    views: tuple[str, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return self.frame is None or self.frame.empty
-
-
-def _find(name: str, out_dir: Path, folder: str, suffixes: tuple[str, ...]) -> Path | None:
-    candidates = [out_dir / name, *(out_dir / folder / f"{name}{s}" for s in suffixes)]
-    return next((p for p in candidates if p.suffix in suffixes and p.is_file()), None)
-
-
-def figure_file(name: str, out_dir: Path, caption: str) -> _File | None:
-    path = _find(name, out_dir, "figures", (".png", ".svg", ".jpg"))
-    if path is None:
-        return None
-    pdf = path.with_suffix(".pdf")
-    return _File(name, path.stem.replace("_", " "), caption=caption,
-                 paths=(path, *((pdf,) if pdf.is_file() else ())))
-
-
-def table_file(name: str, out_dir: Path, note: str) -> _File | None:
-    path = _find(name, out_dir, "tables", (".csv",))
-    if path is None:
-        return None
-    try:
-        frame = pd.read_csv(path, keep_default_na=False, dtype=str)
-    except pd.errors.EmptyDataError:  # an empty table is written as a bare newline
-        frame = pd.DataFrame()
-    return _File(path.stem, path.stem.replace("_", " "), frame, note)
-
-
 def figure_html(name: str, figure, out_dir: Path) -> str:
     if figure is None:
         return f"<p class='missing' id='fig-{_e(name)}'>{_e(name)}: not produced.</p>"
@@ -117,8 +74,7 @@ MAX_PAGE_ROWS = 500
 def table_html(name: str, table, out_dir: Path) -> str:
     if table is None:
         return f"<p class='missing' id='table-{_e(name)}'>{_e(name)}: not produced.</p>"
-    files = [f"<a href='tables/{_e(table.name)}.{ext}'>{ext}</a>" for ext in ("csv", "md", "tex")
-             if (out_dir / "tables" / f"{table.name}.{ext}").is_file()]
+    files = [f"<a href='tables/{_e(table.name)}.{ext}'>{ext}</a>" for ext in table.formats]
     head = (f"<h3 id='table-{_e(name)}'>{_e(table.title)}"
             + (f" <small>({', '.join(files)})</small>" if files else "") + "</h3>")
     if table.empty:
@@ -132,47 +88,14 @@ def table_html(name: str, table, out_dir: Path) -> str:
 
 
 def blank_missing(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame's cells as Python objects, a missing one as "" (what
-    `frame.astype(object).where(frame.notna(), "")` gives, without pandas aligning and
-    copying the frame twice: a fifth of a second a report)."""
-    values = frame.to_numpy(dtype=object)
-    values[pd.isna(values)] = ""
-    return pd.DataFrame(values, index=frame.index, columns=frame.columns, dtype=object)
+    """The frame's cells as Python objects, a missing one as ""."""
+    return frame.astype(object).where(frame.notna(), "")
 
 
 def frame_html(frame: pd.DataFrame) -> str:
-    """`frame.to_html(index=False, escape=True, border=0, classes="data")`, the same text.
-    When every cell is text without a line break or tab, an int or a bool (the report's
-    tables: their numbers are formatted already) the rows are written here, where pandas
-    formats each cell through its generic formatter (a third of a second per report);
-    pandas writes the head (from the frame without rows) and any other frame."""
-    values = frame.to_numpy(dtype=object)
-    cells = values.ravel().tolist()
-    simple = frame.columns.nlevels == 1 and frame.columns.name is None  # else a row head
-    if simple and all(type(v) in _PLAIN and not (type(v) is str and _CONTROL.search(v))
-                      for v in cells):
-        head, empty_body, tail = frame.iloc[0:0].to_html(
-            index=False, escape=True, border=0, classes="data").rpartition(_EMPTY_BODY)
-        if empty_body and tail == "\n</table>":
-            rows = [head, _BODY_START]
-            for row in values.tolist():
-                rows.append("    <tr>")
-                rows += [f"      <td>{_cell(v)}</td>" for v in row]
-                rows.append("    </tr>")
-            return "\n".join([*rows, "  </tbody>", "</table>"])
+    """A table as the page and the notebooks show it (no index, no random styler id: the same
+    bytes from build to build)."""
     return frame.to_html(index=False, escape=True, border=0, classes="data")
-
-
-_PLAIN = (str, int, bool)
-_CONTROL = re.compile("[\t\r\n]")  # pandas shows them as escapes in some columns only
-_BODY_START, _EMPTY_BODY = "  <tbody>", "\n  <tbody>\n  </tbody>"
-_HTML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
-
-
-def _cell(value: object) -> str:
-    """A cell as pandas writes it: HTML's specials escaped, stripped, runs of two spaces
-    made non-breaking."""
-    return str(value).translate(_HTML_ESCAPES).strip().replace("  ", "&nbsp;&nbsp;")
 
 
 def sql_html(table) -> str:

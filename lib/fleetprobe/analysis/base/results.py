@@ -35,7 +35,7 @@ PROFILES = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "naive")
 
 def load_paper_values(path: Path = PAPER_VALUES) -> dict[str, Any]:
     """paper_values.yaml as a dict; claims keep their file order."""
-    # the C loader when PyYAML has it: the pure-Python one is 0.2 s of every section
+    # the C loader when PyYAML has it (the pure-Python one is several times slower)
     return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
@@ -162,8 +162,7 @@ class Results:
 
     @cached_property
     def _canonical_index(self) -> dict[tuple[str, str], pd.Series]:
-        """(experiment, profile) -> its canonical run: the verdicts and tables ask hundreds
-        of times, and a frame filter per question was a second of the report's CPU."""
+        """(experiment, profile) -> its canonical run (asked hundreds of times per report)."""
         index: dict[tuple[str, str], pd.Series] = {}
         for i in range(len(self.canonical)):
             row = self.canonical.iloc[i]
@@ -194,8 +193,7 @@ class Results:
         """(metric, run_id) -> (k, n) summed over its rows of the rate table; for a metric a
         run measured per variant (leakage), (metric, run_id, variant_write, variant_search)
         -> (k, n) of that variant's rows instead (rows without a variant count in none).
-        measured_rate is asked a thousand times per report: a dict lookup each, where
-        filtering and summing frames was a second of the report's CPU."""
+        measured_rate is asked a thousand times per report: a dict lookup each."""
         rates, sums = self.rates, ["numerator", "denominator"]
         varied = rates.variant_write.notna()
         per_variant = set(zip(rates.metric[varied].tolist(), rates.run_id[varied].tolist(),

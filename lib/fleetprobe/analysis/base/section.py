@@ -1,12 +1,14 @@
 """What a report section is given and what it gives back.
 
 A section module (`fleetprobe.analysis.sections.<name>`) has one entry point,
-`build(context) -> SectionOutput`: it reads the traces through `context.results()`, writes its
-own tables, figures and files under `context.out_dir`, and returns them with its Markdown
-fragments (pieces of a shared document such as REPRODUCTION.md, each with an `order` that
-places it) and its HTML fragment. Sections share nothing but the traces, so the report can
-build them in separate processes; everything a section returns is picklable. (A process that
-builds several keeps one read-only `Results` of the traces for them: `_kept_results`.)
+`build(context) -> SectionOutput`: it reads the traces through `context.results()` and returns
+its tables, figures and other files as values (`SectionOutput.files`: bytes by path under the
+output directory; it writes nothing itself), with its Markdown fragments (pieces of a shared
+document such as REPRODUCTION.md, each with an `order` that places it) and its HTML fragment.
+Sections share nothing but the traces, so the build can make them in separate processes and
+keep each one's output between builds (`fleetprobe.analysis.build`); everything a section
+returns is picklable. A section module declares `EXPERIMENTS`, the experiments whose runs it
+reads (None: every run), which is what decides when its kept output is stale.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetprobe.analysis.base import db, html
-from fleetprobe.analysis.base.results import PAPER_VALUES, Results, load_paper_values
+from fleetprobe.analysis.base.results import Results, load_paper_values
 from fleetprobe.analysis.base.tables import Table
 
 if TYPE_CHECKING:  # matplotlib is for the sections' processes, not the composing one
@@ -43,30 +45,14 @@ class Context:
     def results(self, experiments: Collection[str] | None = None) -> Results:
         """The traces as `Results`, with the events of `experiments` only (None: all)."""
         if self.database is not None:
-            results = _kept_results(self.database, self.run_ids)
+            results = Results(db.open_database(self.database), load_paper_values(),
+                              self.run_ids)
         else:
             results = Results.load(self.traces_root, self.run_ids or None,
                                    experiments=experiments)
         self.unreadable.extend(results.con.execute(
             "SELECT run_dir, lines FROM unreadable_lines").fetchall())
         return results
-
-
-# The last Results a process made of a database file, run selection and paper_values.yaml:
-# sections built one after the other in a worker ask it the same runs, canonical choice,
-# rate table and views, computed once this way (views are handed out as copies). Each
-# section gets it with a cursor of its own, which the section closes when it is done.
-_kept: tuple[tuple[Path, tuple[str, ...], bytes], Results] | None = None
-
-
-def _kept_results(database: Path, run_ids: tuple[str, ...]) -> Results:
-    global _kept
-    key = (database, run_ids, PAPER_VALUES.read_bytes())
-    if _kept is None or _kept[0] != key:
-        _kept = (key, Results(db.shared_reader(database), load_paper_values(), run_ids))
-    else:
-        _kept[1].con = db.shared_reader(database)
-    return _kept[1]
 
 
 @dataclass(frozen=True)
@@ -88,7 +74,9 @@ class SectionOutput:
     figures: dict[str, FigureOutput] = field(default_factory=dict)
     fragments: list[Fragment] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    files: list[Path] = field(default_factory=list)  # other files written (e.g. MATRIX.md)
+    # every file it gives the report, by path under the output directory (its tables' and
+    # figures' and documents such as MATRIX.md): the build's writer writes them
+    files: dict[str, bytes] = field(default_factory=dict)
     html: str = ""  # the section's body on reports/index.html (below its heading)
     paper: str = ""  # the paper section(s) it answers, e.g. "8.1; 9.1"
     notebook: str = ""  # the executed notebook under out_dir that shows the experiment
@@ -106,7 +94,13 @@ def compose(fragments: Sequence[Fragment], document: str) -> str:
 
 def finish(output: SectionOutput, context: Context, table_names: Sequence[str] | None = None,
            figure_names: Sequence[str] | None = None) -> SectionOutput:
-    """Render the section's HTML fragment from what it built (unless it rendered its own)."""
+    """Render the section's HTML fragment from what it built (unless it rendered its own),
+    and add its tables' and figures' files to those it gives the report."""
+    for table in output.tables.values():  # unless the section wrote them its own way
+        for name, data in table.files().items():
+            output.files.setdefault(name, data)
+    for figure in output.figures.values():
+        output.files.update(figure.files)
     if not output.html:
         output.html = html.section_body(
             output.sentence, output.paper, output.tables, output.figures, context.out_dir,

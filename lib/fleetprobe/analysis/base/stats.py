@@ -28,13 +28,13 @@ class Rate:
 def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """The Wilson score interval for k of n; (nan, nan) when there were no trials. Cached:
     the report asks for the same few (k, n) hundreds of times, and binomtest computes an
-    exact p-value on the way (1.4 s of a report build before)."""
+    exact p-value on the way."""
     if n == 0:
         return (math.nan, math.nan)
     if not 0 <= k <= n:
         raise ValueError(f"a rate needs 0 <= k <= n, got k={k}, n={n}")
-    # imported here: scipy.stats takes half a second to import, and the report's composing
-    # process (which computes no interval) should not pay it
+    # imported here: the report's composing process computes no interval and need not
+    # import scipy.stats
     from scipy.stats import binomtest
 
     ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")

@@ -7,26 +7,46 @@ section: `.importlinter` checks it). Adding a section = one new module here + on
 
 from __future__ import annotations
 
-# key -> module (under fleetprobe.analysis.sections); the order is the page's and notebook's
-REGISTRY: dict[str, str] = {}
+from dataclasses import dataclass
+
+PAPER = ("leakage", "contradiction", "provenance", "propagation")
 
 
-def register(key: str, module: str) -> None:
+@dataclass(frozen=True)
+class Registered:
+    """A section: its module (under fleetprobe.analysis.sections) and what its output is made
+    of besides code: the experiments whose runs it reads (None: every run), and other files
+    it reads, relative to the traces root's parent. The build makes a section again when any
+    of these changed (`fleetprobe.analysis.build.inputs`); a test checks that `experiments`
+    holds the module's own EXPERIMENTS."""
+
+    module: str
+    experiments: tuple[str, ...] | None
+    files: tuple[str, ...] = ()
+
+
+# key -> section; the order is the page's and notebook's
+REGISTRY: dict[str, Registered] = {}
+
+
+def register(key: str, module: str, experiments: tuple[str, ...] | None,
+             files: tuple[str, ...] = ()) -> None:
     """Add a section (or move an existing key to a new module, keeping its place)."""
-    REGISTRY[key] = module
+    REGISTRY[key] = Registered(module, experiments, files)
 
 
-register("verdict", "verdict")
-register("leakage", "leakage")
-register("provenance", "provenance")
-register("propagation", "propagation")
-register("contradiction", "contradiction")
-register("matrix", "matrix")
-register("separation", "separation")
-register("faults", "faults")
-register("dynamics", "dynamics")
-register("backends", "backends")
-register("scale", "scale")
-register("embedder", "embedder")
-register("live_targets", "live_targets")
-register("fidelity", "fidelity")
+# every run: the verdict lists each experiment's canonical run
+register("verdict", "verdict", None)
+register("leakage", "leakage", ("leakage",))
+register("provenance", "provenance", ("provenance",))
+register("propagation", "propagation", ("propagation",))
+register("contradiction", "contradiction", ("contradiction",))
+register("matrix", "matrix", ("matrix",))
+register("separation", "separation", ("separation",))
+register("faults", "faults", ("faults",))
+register("dynamics", "dynamics", ("dynamics",))
+register("backends", "backends", (*PAPER, "matrix"))
+register("scale", "scale", ("leakage", "propagation"), ("scale/recall.json",))
+register("embedder", "embedder", ("leakage", "contradiction"))
+register("live_targets", "live_targets", PAPER)
+register("fidelity", "fidelity", ("matrix", "separation", *PAPER))

@@ -32,7 +32,6 @@ from fleetprobe.analysis.base.tables import (
     empty_note,
     markdown,
     markdown_or_note,
-    write_table,
 )
 
 KEY, TITLE = "contradiction", "Contradiction"
@@ -47,10 +46,7 @@ def build(context: Context) -> SectionOutput:
     try:
         rows = contradiction_rows(results)
         tables = [contradiction_admission(results), ablation_contradiction(rows)]
-        for table in tables:
-            write_table(table, context.out_dir / "tables")
         out = context.out_dir / "figures"
-        out.mkdir(parents=True, exist_ok=True)
         with style():
             figures = [fig7_write_latency(results, out)]
         admission = "\n".join([

@@ -20,13 +20,11 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from fleetprobe.analysis.base.figures import (  # noqa: E402
     PNG_ONLY,
     FigureOutput,
-    StampedSeries,
     save,
     style,
 )
@@ -39,7 +37,7 @@ from fleetprobe.analysis.base.section import (  # noqa: E402
     finish,
 )
 from fleetprobe.analysis.base.stats import fmt_rate, rate  # noqa: E402
-from fleetprobe.analysis.base.tables import Table, write_table  # noqa: E402
+from fleetprobe.analysis.base.tables import Table  # noqa: E402
 
 KEY, TITLE = "dynamics", "Governance over time"
 EXPERIMENTS = ("dynamics",)
@@ -221,11 +219,9 @@ def inflight_reads_table(results: Results, run_ids: list[str]) -> Table:
 
 
 def timeline_figure(results: Results, run_id: str, label: str, out_dir: Path,
-                    target_kind: str = "reference",
-                    canvas: TimelineCanvas | None = None) -> FigureOutput:
+                    target_kind: str = "reference") -> FigureOutput:
     """Each change at 0 ms; every answer to its probes by family and outcome. A change with
-    no judged answer keeps its (empty) row, so every target's figure has the same rows
-    (drawn on `canvas`, the figure every target's timeline shares; default: a new one)."""
+    no judged answer keeps its (empty) row, so every target's figure has the same rows."""
     frame = results.view("dynamics_timeline", [run_id])
     name = f"dynamics_timeline_{label.replace(' ', '_').replace('(', '').replace(')', '')}"
     changes = list(CHANGE_ORDER)
@@ -236,11 +232,8 @@ def timeline_figure(results: Results, run_id: str, label: str, out_dir: Path,
         "returned, no longer current" if v == "stale" else
         "allowed, returned" if r else "withheld or refused"
         for v, r in zip(frame.verdict.tolist(), frame.returned.tolist(), strict=True)])
-    # one figure alone is drawn whole: stamping pays off from a series' second figure
-    render = canvas.series.render if canvas is not None else None
-    canvas = canvas or TimelineCanvas()
     with style():
-        fig, ax = canvas.axes()
+        fig, ax = _timeline_axes()
         offsets = {f: (i - 2) * 0.13 for i, f in enumerate(FAMILY_MARKERS)}
         for (family, outcome), group in frame.groupby(["family", "outcome"]):
             y = [changes.index(c) + offsets.get(family, 0) for c in group.change.tolist()]
@@ -248,9 +241,6 @@ def timeline_figure(results: Results, run_id: str, label: str, out_dir: Path,
                        marker=FAMILY_MARKERS.get(family, "o"),
                        color=OUTCOME_COLOURS[outcome], linewidths=0)
         ax.set_xscale("symlog", linthresh=10)
-        ax.autoscale_view(scaley=False)  # as a new figure's set_xscale does, answers or not
-        # plain tick labels: the default 10^n ones are mathtext, parsed anew per figure and
-        # format (a quarter of this section's report time)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         fig.subplots_adjust(**timeline_margins())
         caption = (f"{label}: {len(frame)} judged answers of run {run_id}, each at its answer "
@@ -265,42 +255,7 @@ def timeline_figure(results: Results, run_id: str, label: str, out_dir: Path,
             caption += (f" Empty rows, no judged answer (n/a on this target, or not in the "
                         f"run's plan): {', '.join(empty)}.")
         return save(fig, out_dir, name, f"Dynamics timeline: {label}", caption,
-                    ("dynamics_timeline",), formats=PNG_ONLY, render=render)
-
-
-class TimelineCanvas:
-    """The figure every target's timeline is drawn on in turn: its rows, change line, axis
-    label and legend are made once (making them, their ticks above all, was a third of a
-    timeline's CPU) and their text drawn once (`StampedSeries`: drawing it was half of
-    rendering one). Each target's answers, title and caption replace the last one's; the
-    x axis is scaled to them as on a new figure."""
-
-    def __init__(self) -> None:
-        self.figure: tuple[plt.Figure, plt.Axes] | None = None
-        self.series = StampedSeries(self._static, self._layout)
-
-    def axes(self) -> tuple[plt.Figure, plt.Axes]:
-        if self.figure is None:
-            self.figure = _timeline_axes()
-            return self.figure
-        fig, ax = self.figure
-        FigureCanvasAgg(fig)  # the one `save` closed (plt.close leaves it a bare canvas)
-        for artist in [*ax.collections, *fig.texts]:  # the answers, title and caption
-            artist.remove()
-        ax.relim()  # the data limits of the change line alone, as on a new figure
-        return fig, ax
-
-    @staticmethod
-    def _static(fig: plt.Figure) -> list:
-        ax = fig.axes[0]
-        return [t.label1 for t in ax.yaxis.get_major_ticks()] + [ax.get_legend()]
-
-    @staticmethod
-    def _layout(fig: plt.Figure) -> tuple:
-        ax = fig.axes[0]
-        return (tuple(fig.get_size_inches()), ax.get_position().bounds,
-                tuple(t.label1.get_text() for t in ax.yaxis.get_major_ticks()),
-                tuple(t.get_text() for t in ax.get_legend().get_texts()))
+                    ("dynamics_timeline",), formats=PNG_ONLY)
 
 
 def _timeline_axes() -> tuple[plt.Figure, plt.Axes]:
@@ -355,13 +310,9 @@ def build(context: Context) -> SectionOutput:
                   stale_table(results, ids), forget_table(results, ids),
                   inflight_table(results, ids), inflight_reads_table(results, ids),
                   reuse_table(results, ids)]
-        for table in tables:
-            write_table(table, context.out_dir / "tables")
-        (context.out_dir / "figures").mkdir(parents=True, exist_ok=True)
-        canvas = TimelineCanvas()
         for run in runs.itertuples():
             figure = timeline_figure(results, run.run_id, _label(run.profile, run.target_kind),
-                                     context.out_dir / "figures", run.target_kind, canvas)
+                                     context.out_dir / "figures", run.target_kind)
             figures[figure.name] = figure
     finally:
         results.con.close()

@@ -8,7 +8,7 @@ import pandas as pd
 
 from fleetprobe.analysis.base.results import Results
 from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
-from fleetprobe.analysis.base.tables import Table, markdown, write_table
+from fleetprobe.analysis.base.tables import Table, markdown
 
 KEY, TITLE = "faults", "Faults"
 EXPERIMENTS = ("faults",)
@@ -87,7 +87,6 @@ def build(context: Context) -> SectionOutput:
     results = context.results(EXPERIMENTS)
     try:
         table = faults_table(results)
-        write_table(table, context.out_dir / "tables")
         runs = tuple(results.canonical[results.canonical.experiment == "faults"].run_id)
         fragment = markdown_section(table)
     finally:

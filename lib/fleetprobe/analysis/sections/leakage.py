@@ -38,7 +38,6 @@ from fleetprobe.analysis.base.tables import (
     markdown_or_note,
     per_canonical_run,
     readable_trust_and_relation,
-    write_table,
 )
 
 KEY, TITLE = "leakage", "Leakage"
@@ -50,10 +49,7 @@ def build(context: Context) -> SectionOutput:
     results = context.results(EXPERIMENTS)
     try:
         tables = [search_leak_hypothesis(results), table3(results), reprobe(results)]
-        for table in tables:
-            write_table(table, context.out_dir / "tables")
         out = context.out_dir / "figures"
-        out.mkdir(parents=True, exist_ok=True)
         with style():
             figures = [fig2_leakage_envelope(results, out), fig3_search_latency(results, out)]
         hypothesis = tables[0].frame

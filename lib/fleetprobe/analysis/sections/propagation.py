@@ -30,7 +30,6 @@ from fleetprobe.analysis.base.tables import (
     empty_note,
     k_of_n,
     readable_trust_and_relation,
-    write_table,
 )
 
 KEY, TITLE = "propagation", "Propagation"
@@ -41,10 +40,7 @@ def build(context: Context) -> SectionOutput:
     results = context.results(EXPERIMENTS)
     try:
         tables = [redistribute(results)]
-        for table in tables:
-            write_table(table, context.out_dir / "tables")
         out = context.out_dir / "figures"
-        out.mkdir(parents=True, exist_ok=True)
         with style():
             figures = [fig5_visibility(results, out), fig6_window(results, out)]
         return from_parts(

@@ -32,7 +32,7 @@ from fleetprobe.analysis.base.section import (
     from_parts,
 )
 from fleetprobe.analysis.base.stats import fmt_count, fmt_rate
-from fleetprobe.analysis.base.tables import Table, empty_note, markdown, write_table
+from fleetprobe.analysis.base.tables import Table, empty_note, markdown
 
 KEY, TITLE = "provenance", "Provenance"
 EXPERIMENTS = ("provenance",)
@@ -43,10 +43,7 @@ def build(context: Context) -> SectionOutput:
     try:
         rows = pacing_rows(results)
         tables = [ablation_pacing(rows)]
-        for table in tables:
-            write_table(table, context.out_dir / "tables")
         out = context.out_dir / "figures"
-        out.mkdir(parents=True, exist_ok=True)
         with style():
             figures = [fig4_hop_latency(results, out)]
         return from_parts(

@@ -22,7 +22,7 @@ import pandas as pd
 
 from fleetprobe.analysis.base.results import Results
 from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
-from fleetprobe.analysis.base.tables import Table, write_table
+from fleetprobe.analysis.base.tables import Table
 
 if TYPE_CHECKING:  # matplotlib loads only when the figure is drawn
     from fleetprobe.analysis.base.figures import FigureOutput
@@ -196,14 +196,11 @@ def build(context: Context) -> SectionOutput:
     try:
         table = replace(scale_table(results),
                         views=tuple(dict.fromkeys(m for _, m, _, _ in METRICS)))
-        write_table(table, context.out_dir / "tables")
         runs = tuple(scale_runs(results).run_id)
     finally:
         results.con.close()
     frame = recall_rows(context.traces_root.parent / RECALL_EVIDENCE)
     recall = recall_table(frame)
-    write_table(recall, context.out_dir / "tables")
-    (context.out_dir / "figures").mkdir(parents=True, exist_ok=True)
     figure = recall_figure(frame, context.out_dir / "figures")
     output = SectionOutput(
         KEY, TITLE,
@@ -218,5 +215,7 @@ def build(context: Context) -> SectionOutput:
         fragments=[Fragment(REPRODUCTION, 90, markdown_section(table)),
                    Fragment(REPRODUCTION, 91, markdown_section(recall))],
         notes=[t.note for t in (table, recall) if t.empty],
-        views=tuple(dict.fromkeys(m for _, m, _, _ in METRICS)), runs=runs)
+        views=tuple(dict.fromkeys(m for _, m, _, _ in METRICS)), runs=runs,
+        files=recall.files())
     return finish(output, context)
+

@@ -12,7 +12,7 @@ most accounts, else the latest run.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import matplotlib
@@ -22,17 +22,20 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fleetprobe.analysis.base.figures import PNG_ONLY, save, style  # noqa: E402
-from fleetprobe.analysis.base.html import figure_file, table_file  # noqa: E402
+from fleetprobe.analysis.base.figures import PNG_ONLY, FigureOutput, save, style  # noqa: E402
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
 from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate  # noqa: E402
-from fleetprobe.analysis.base.tables import latex, markdown  # noqa: E402
+from fleetprobe.analysis.base.tables import Table, latex, markdown  # noqa: E402
 
 KEY, TITLE = "separation", "Separation"
 EXPERIMENTS = ("separation",)
 
 NAME = "separation"
 FIGURE = "fig_separation_contamination"
+VIEWS = ("separation_contamination", "separation_absence", "separation_attribution",
+         "separation_reserved", "separation_insight_read", "separation_underlying_read",
+         "separation_graph_restricted", "separation_graph_insight",
+         "separation_insights_generated")
 TABLE = "separation"
 NO_RUNS = ("No separation runs yet: run `make reproduce`, or `python -m fleetprobe run "
            "separation --params params/reference/separation.yaml`.")
@@ -56,7 +59,7 @@ LLM_STATEMENT = (
 class SeparationSection:
     runs: pd.DataFrame
     table: pd.DataFrame
-    figure_paths: list[Path] = field(default_factory=list)
+    figure: FigureOutput | None = None
     caption: str = ""
     note: str = ""
     statements: tuple[str, ...] = (ABSENCE_STATEMENT, LLM_STATEMENT)
@@ -171,7 +174,7 @@ def summary_table(con, runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def draw_figure(frame: pd.DataFrame, out_dir: Path) -> tuple[list[Path], str]:
+def draw_figure(frame: pd.DataFrame, out_dir: Path) -> FigureOutput:
     """Bars per target within each top_k group, with Wilson whiskers; a zero bar says 0."""
     targets = sorted(frame.target.unique())
     ks = sorted(frame.top_k.unique())
@@ -197,73 +200,62 @@ def draw_figure(frame: pd.DataFrame, out_dir: Path) -> tuple[list[Path], str]:
         caption = ("Share of Vera's and Lex's recall and search queries about an account whose "
                    "answer held at least one record from a partition outside the agent's "
                    f"authorised set, per top_k. Queries per bar (top_k ascending): {ns}.")
-        out_dir.mkdir(parents=True, exist_ok=True)
-        figure = save(fig, out_dir, FIGURE,
-                      "Separation: queries whose answer held a restricted record", caption,
-                      ("separation_contamination",), formats=PNG_ONLY)
-    return figure.paths, caption
+        return save(fig, out_dir, FIGURE,
+                    "Separation: queries whose answer held a restricted record", caption,
+                    ("separation_contamination",), formats=PNG_ONLY)
 
 
 def build(context: Context) -> SectionOutput:
     """The separation figure and table, and the section of the page."""
     results = context.results(EXPERIMENTS)
     try:
-        section = write(results, context.out_dir)
+        section = summarize(results, context.out_dir)
     finally:
         results.con.close()
-    tables = {TABLE: found} if (found := table_file(TABLE, context.out_dir, " ".join(
-        section.statements))) is not None else {}
-    figures = {FIGURE: replace(found, views=("separation_contamination",))} if (
-        found := figure_file(FIGURE, context.out_dir, section.caption)) is not None else {}
+    table = Table(TABLE, TABLE, section.table, " ".join(section.statements), VIEWS)
+    figures = {FIGURE: replace(section.figure, title=FIGURE.replace("_", " "), note="")
+               } if section.figure is not None else {}
     output = SectionOutput(
         KEY, TITLE,
         "Not a claim of the paper: how often restricted records enter Vera's (sales) and "
         "Lex's (legal) retrieval at all, per target and top_k; absence, Axis's fan-out "
         "attribution, insights, reserved types and graph reach.",
-        tables=tables, figures=figures, notes=[section.note] if section.note else [],
-        notebook="separation.ipynb", runs=tuple(section.runs.run_id),
-        views=tuple(v for v in ("separation_contamination", "separation_absence",
-                                "separation_attribution", "separation_reserved",
-                                "separation_insight_read", "separation_underlying_read",
-                                "separation_graph_restricted", "separation_graph_insight",
-                                "separation_insights_generated")),
+        tables={TABLE: table}, figures=figures, notes=[section.note] if section.note else [],
+        files=table_files(section), notebook="separation.ipynb",
+        runs=tuple(section.runs.run_id),
+        views=VIEWS,
         data={"separation": section})
     return finish(output, context)
 
 
-def write(results, out_dir: Path) -> SeparationSection:
-    """Figure into out_dir/figures, table into out_dir/tables (csv, md, tex)."""
-    out_dir = Path(out_dir)
+def summarize(results, out_dir: Path) -> SeparationSection:
+    """The runs, the table and the figure (to be written under out_dir/figures)."""
     runs = pick_runs(results.runs, tuple(results.selected))
     if runs.empty:
-        section = SeparationSection(runs, pd.DataFrame(), note=NO_RUNS)
-    else:
-        frame = contamination_frame(results.con, runs)
-        paths, caption = draw_figure(frame, out_dir / "figures") if not frame.empty else (
-            [], "")
-        section = SeparationSection(runs, summary_table(results.con, runs), paths, caption,
-                                    note="" if paths else "separation runs hold no judged "
-                                    "contamination queries yet")
-    write_table(section, out_dir / "tables")
-    return section
+        return SeparationSection(runs, pd.DataFrame(), note=NO_RUNS)
+    frame = contamination_frame(results.con, runs)
+    figure = draw_figure(frame, Path(out_dir) / "figures") if not frame.empty else None
+    return SeparationSection(runs, summary_table(results.con, runs), figure,
+                             figure.caption if figure else "",
+                             note="" if figure else "separation runs hold no judged "
+                             "contamination queries yet")
 
 
-def write_table(section: SeparationSection, out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path, md_path, tex_path = (out_dir / f"{TABLE}.{ext}" for ext in ("csv", "md", "tex"))
-    section.table.to_csv(csv_path, index=False)
+def table_files(section: SeparationSection) -> dict[str, bytes]:
+    """tables/separation.csv, .md (measures as rows) and .tex."""
     title = "Separation (Vera, Lex, Axis): absence, fan-out, insights, reserved types"
     statements = "\n\n".join(section.statements)
     if section.empty:
-        md_path.write_text(f"## {title}\n\n_{section.note}_\n\n{statements}\n")
-        tex_path.write_text(f"% {section.note}\n")
+        md = f"## {title}\n\n_{section.note}_\n\n{statements}\n"
+        tex = f"% {section.note}\n"
     else:
         body = markdown(section.table.set_index("target").T.reset_index(),
                         headers=["measure", *section.table.target])
-        md_path.write_text(f"## {title}\n\nRates k/n = value [95% Wilson CI].\n\n{body}\n\n"
-                           f"{section.caption}\n\n{statements}\n")
-        tex_path.write_text(latex(section.table, title, "tab:separation"))
-    return [csv_path, md_path, tex_path]
+        md = (f"## {title}\n\nRates k/n = value [95% Wilson CI].\n\n{body}\n\n"
+              f"{section.caption}\n\n{statements}\n")
+        tex = latex(section.table, title, "tab:separation")
+    return {f"tables/{TABLE}.{ext}": text.encode() for ext, text in
+            (("csv", section.table.to_csv(index=False)), ("md", md), ("tex", tex))}
 
 
 def show(section: SeparationSection) -> None:
@@ -273,7 +265,8 @@ def show(section: SeparationSection) -> None:
     if section.empty:
         display(Markdown(f"_{section.note}_"))
     else:
-        png = [p for p in section.figure_paths if p.suffix == ".png"]
-        display(Image(filename=str(png[0])) if png else Markdown(f"_{section.note}_"))
+        png = (section.figure.files.get(f"figures/{FIGURE}.png")
+               if section.figure is not None else None)
+        display(Image(data=png) if png else Markdown(f"_{section.note}_"))
         display(section.table.set_index("target").T)
     display(Markdown("\n\n".join(section.statements)))

@@ -23,7 +23,7 @@ from fleetprobe.analysis.base.claims import (
 from fleetprobe.analysis.base.labels import claim_profiles
 from fleetprobe.analysis.base.results import ABLATION, PROFILES, Results
 from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
-from fleetprobe.analysis.base.tables import Table, empty_note, markdown, write_table
+from fleetprobe.analysis.base.tables import Table, empty_note, markdown
 
 KEY, TITLE = "verdict", "Table 2"
 EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation")
@@ -41,8 +41,6 @@ def build(context: Context) -> SectionOutput:
                 if not c["id"].startswith(TABLE2_EXCLUDED_PREFIXES)))),
             replace(profiles(results), views=claim_views),
         ]
-        for table in tables:
-            write_table(table, context.out_dir / "tables")
         output = SectionOutput(
             KEY, TITLE,
             "Each row of the paper's Table 2 beside the reproduced value from the canonical "

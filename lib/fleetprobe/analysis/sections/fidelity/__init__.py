@@ -12,12 +12,10 @@ Written to reports/FIDELITY.md and reports/tables/fidelity_*.{csv,md,tex}.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish
-from fleetprobe.analysis.base.tables import Table, write_table
+from fleetprobe.analysis.base.tables import Table
 from fleetprobe.analysis.sections.fidelity.cells import (
     compare_cells,
     order_dependent,
@@ -33,6 +31,8 @@ from fleetprobe.analysis.sections.fidelity.document import document, run_row
 from fleetprobe.analysis.sections.fidelity.pairs import Pair, pairs
 
 KEY, TITLE = "fidelity", "Fidelity (engine)"
+# the experiments whose runs it reads
+EXPERIMENTS = ("matrix", "separation", "leakage", "contradiction", "provenance", "propagation")
 DOCUMENT = "FIDELITY.md"
 NOT_YET = ("Not measured: the traces hold no matrix run against an engine commit with a run of "
            "its bundled profile under the same params beside it "
@@ -50,8 +50,7 @@ def _claims(results, pair: Pair) -> pd.DataFrame:  # noqa: ANN001 - Results
 
 
 def build(context: Context) -> SectionOutput:
-    results = context.results(("matrix", "separation", "leakage", "contradiction",
-                               "provenance", "propagation"))
+    results = context.results(EXPERIMENTS)
     settings = results.paper.get("fidelity") or {}
     profiles, fitted = settings.get("pairs") or {}, settings.get("fitted") or {}
     try:
@@ -81,9 +80,6 @@ def build(context: Context) -> SectionOutput:
     cells_table = pd.concat(cells, ignore_index=True)
     diffs_table = pd.concat(diffs, ignore_index=True)
     text = document(runs_table, diffs_table, claims, separation, sep[0] if sep else None)
-    out_dir = Path(context.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / DOCUMENT).write_text(text)
     tables = {t.name: t for t in (
         Table("fidelity_runs", "Fidelity: each pair of runs, cells agreeing", runs_table),
         Table("fidelity_cells", "Fidelity: matrix cells, profile vs engine", cells_table),
@@ -91,9 +87,6 @@ def build(context: Context) -> SectionOutput:
               note="no differing probe"),
         Table("fidelity_claims", "Fidelity: paper claims, profile vs engine", claims,
               note="no claim measured under both labels"))}
-    paths = [out_dir / DOCUMENT]
-    for table in tables.values():
-        paths += write_table(table, out_dir / "tables")
     headline = "; ".join(f"{r['pair']} seed {r['seed']} ({r['fitted']}): {r['cells agreeing']}"
                          for r in rows)
     sentence = ("Each bundled profile against the engine it stands for, the matrix cell by "
@@ -101,7 +94,8 @@ def build(context: Context) -> SectionOutput:
                 "FIDELITY.md.")
     runs = tuple(sorted({r.run_id for p in [*matrix_pairs, *sep]
                          for r in (p.profile_run, p.engine_run)}))
-    output = SectionOutput(KEY, TITLE, sentence, tables=tables, files=paths, runs=runs,
+    output = SectionOutput(KEY, TITLE, sentence, tables=tables,
+                           files={DOCUMENT: text.encode()}, runs=runs,
                            views=("matrix_verdicts", *SEPARATION_VIEWS),
                            data={"cells": cells_table, "differences": diffs_table})
     return finish(output, context)

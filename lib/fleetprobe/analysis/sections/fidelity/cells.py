@@ -14,7 +14,6 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from fleetprobe.analysis.base.tables import records
 from fleetprobe.analysis.sections.fidelity.pairs import same_world
 
 
@@ -153,4 +152,4 @@ def _by_probe(answers: pd.DataFrame) -> dict[str, SimpleNamespace]:
     was most of this section's time."""
     first = answers.drop_duplicates("probe_id")
     return {record["probe_id"]: SimpleNamespace(name=record["probe_id"], **record)
-            for record in records(first)}
+            for record in first.to_dict("records")}

@@ -1,14 +1,13 @@
 """The traces loaded into DuckDB once per distinct set of traces, kept between builds.
 
-Loading the committed traces (320 MB of JSON lines) into the database every section reads
-takes about 4 s on two cores, and the report is built again far more often than a trace
-changes (after each edit of a section, a view or a notebook). So the database
-`db.write_database` writes is kept in a cache directory under a name that is a hash of
-everything it is made from: each run's directory name, manifest and events bytes, the
-loader's own source (db.py, trace.py, labels.py, metrics.sql, EVENTS.md) and DuckDB's
-version. A changed byte in any of them names another file, so a cached database is never
-stale, and the same traces give the same report bytes, cached or not. The sections still
-compute every table and figure from it on each build.
+Loading the committed traces into the database the sections read is the largest single step
+of a build, and sections are remade far more often than a trace changes (after each edit of a
+section or a view). So the database `db.write_database` writes is kept in a cache directory
+under a name that is a hash of everything it is made from: each run's directory name,
+manifest and events bytes, the loader's own source (db.py, trace.py, labels.py, metrics.sql,
+EVENTS.md) and DuckDB's version. A changed byte in any of them names another file, so a
+cached database is never stale, and the same traces give the same report bytes, cached or
+not.
 
 The cache is `$FLEETPROBE_REPORT_CACHE`, else ~/.cache/fleetprobe/report (XDG_CACHE_HOME is
 honoured); `FLEETPROBE_REPORT_CACHE=off` loads the traces into the build's scratch directory
@@ -19,17 +18,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
 
 from fleetprobe import caches, labels, trace
 from fleetprobe.analysis.base import db
+from fleetprobe.analysis.build.store import cache_dir
 
-ENV_CACHE = "FLEETPROBE_REPORT_CACHE"
 KEEP = 3  # about 40 MB each for the committed traces
 # Everything `db.write_database` reads besides the traces: a change to any of these files
 # changes what a database holds, so they are part of its name
@@ -53,8 +50,7 @@ def database(traces_root: Path, scratch: Path) -> Path:
         root.mkdir(parents=True, exist_ok=True)
     except OSError:  # a read-only home: the build still works, without a cache
         return _write(traces_root, scratch / "traces.duckdb")
-    # one writer at a time: a build started meanwhile (`make report` starts one to load the
-    # traces while the notebook's kernel starts) waits here, then finds the database made
+    # one writer at a time: a build started meanwhile waits here, then finds it made
     with caches.locked(root / ".lock"):
         if _usable(path):
             return path
@@ -70,12 +66,6 @@ def database(traces_root: Path, scratch: Path) -> Path:
                 leftover.unlink(missing_ok=True)
         evict(root)
     return path
-
-
-def cache_dir() -> Path | None:
-    if os.environ.get(ENV_CACHE, "").lower() == "off":
-        return None
-    return caches.cache_root("report", ENV_CACHE)
 
 
 def traces_key(traces_root: Path) -> str:
@@ -130,23 +120,3 @@ def _by_recency(root: Path) -> Iterator[Path]:
         except FileNotFoundError:  # evicted by another build meanwhile
             continue
     return (path for *_, path in sorted(entries, reverse=True))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m fleetprobe.analysis.base.database_cache TRACES`: make the database of these
-    traces now, so that a report built next (or meanwhile) finds it."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1 or not Path(args[0]).is_dir():
-        print("usage: python -m fleetprobe.analysis.base.database_cache TRACES_DIR",
-              file=sys.stderr)
-        return 2
-    if cache_dir() is None:
-        print(f"{ENV_CACHE}=off: no database kept")
-        return 0
-    with tempfile.TemporaryDirectory() as scratch:  # used only if the cache is unwritable
-        print(database(Path(args[0]), Path(scratch)))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,121 @@
+"""The build room: a section is made again only when its inputs changed, kept outputs give
+the same bytes, the writer rewrites only what differs, and `make report`'s currency check
+starts nothing when every file is current."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fleetprobe.analysis import report, sections
+from fleetprobe.analysis.base import db
+from fleetprobe.analysis.build import runner, stamp, store, writer
+
+
+@pytest.fixture()
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv(store.ENV_CACHE, str(root))
+    return root
+
+
+@pytest.fixture()
+def traces(fixture_traces, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(fixture_traces[0], tmp_path / "traces"))
+
+
+def made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The sections a build makes (in this process: jobs=1)."""
+    keys: list[str] = []
+    build_section = runner.build_section
+
+    def counted(key, context):
+        keys.append(key)
+        return build_section(key, context)
+
+    monkeypatch.setattr(runner, "build_section", counted)
+    return keys
+
+
+def files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file()}
+
+
+def test_nothing_changed_makes_nothing_and_gives_the_same_bytes(traces, cache, tmp_path,
+                                                                 monkeypatch):
+    keys = made(monkeypatch)
+    out = tmp_path / "out"
+    report.build(traces, out, jobs=1)
+    assert keys == list(sections.REGISTRY)
+    first = files(out)
+    mtimes = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    keys.clear()
+    report.build(traces, out, jobs=1)
+    assert keys == []
+    assert files(out) == first
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes  # nothing rewritten
+
+
+def test_a_changed_run_remakes_only_the_sections_that_read_it(traces, cache, tmp_path,
+                                                              monkeypatch):
+    keys = made(monkeypatch)
+    out = tmp_path / "out"
+    report.build(traces, out, jobs=1)
+    run = next(d for d in db.run_dirs(traces) if db.read_manifest(d)["experiment"] ==
+               "propagation")
+    manifest = run / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "note": "edited"}))
+    keys.clear()
+    report.build(traces, out, jobs=1)
+    expected = [k for k, s in sections.REGISTRY.items()
+                if s.experiments is None or "propagation" in s.experiments]
+    assert keys == expected and "matrix" not in keys and "verdict" in keys
+    # the same bytes as a build that kept nothing
+    monkeypatch.setenv(store.ENV_CACHE, "off")
+    report.build(traces, tmp_path / "fresh", jobs=1)
+    assert files(out) == files(tmp_path / "fresh")
+
+
+def test_the_writer_rewrites_only_what_differs_and_drops_stale_figures(tmp_path):
+    out = tmp_path / "out"
+    writer.write(out, {"a.md": b"one", "figures/x.png": b"png"})
+    (out / "figures" / "old.pdf").write_bytes(b"left by an older build")
+    os.utime(out / "a.md", ns=(1, 1))
+    changed = writer.write(out, {"a.md": b"one", "figures/y.png": b"new"})
+    assert changed == [out / "figures/y.png"]
+    assert (out / "a.md").stat().st_mtime_ns == 1
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["y.png"]
+
+
+def test_the_stamp_is_current_until_a_file_or_an_input_changes(cache, tmp_path):
+    out = tmp_path / "out"
+    writer.write(out, {"a.md": b"one"})
+    stamp.record_files(out, ["a.md"])
+    notebook = out / "report.ipynb"
+    notebook.write_text("{}")
+    stamp.record(out, "key", notebook)
+    assert stamp.current(out, "key")
+    assert not stamp.current(out, "another key")
+    (out / "a.md").write_bytes(b"edited")
+    assert not stamp.current(out, "key")
+    (out / "a.md").write_bytes(b"one")
+    notebook.unlink()
+    assert not stamp.current(out, "key")
+
+
+def test_the_notebook_key_follows_the_traces_and_the_notebook(traces, tmp_path):
+    source = tmp_path / "report.ipynb"
+    source.write_text("{}")
+    parameters = {"traces_root": str(traces), "out_dir": str(tmp_path / "out")}
+    key = stamp.notebook_key(source, parameters)
+    assert stamp.notebook_key(source, parameters) == key
+    source.write_text('{"cells": []}')
+    assert stamp.notebook_key(source, parameters) != key
+    key = stamp.notebook_key(source, parameters)
+    shutil.rmtree(db.run_dirs(traces)[0])
+    assert stamp.notebook_key(source, parameters) != key
