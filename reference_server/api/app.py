@@ -29,6 +29,7 @@ from ..wire.schemas import loose_scalars
 from .routes_admin import router as admin_router
 from .routes_insights import router as insights_router
 from .routes_memories import router as memories_router
+from .routes_reads import router as reads_router
 from .state import ServerState, state_of
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -187,6 +188,7 @@ def create_app(state: ServerState, body_stall_s: float = BODY_STALL_S) -> FastAP
     app.state.server = state
     install_error_handlers(app)
     app.include_router(memories_router)
+    app.include_router(reads_router)
     app.include_router(admin_router)
     app.include_router(insights_router)
     app.add_middleware(BodySizeLimit, stall_s=body_stall_s)

@@ -211,14 +211,3 @@ def _persist(state: ServerState, body: InsightsRequest, agent: AgentRow,
         state.storage.insert_memory(row, state.embedder.embed(content), links, None, None)
         ids.append(row["id"])
     return ids
-
-
-def withdraw_derived_insights(state: ServerState, tenant_id: str, memory_id: str) -> int:
-    """Soft-delete the insight memories derived from `memory_id` (their findings name it);
-    how many. `hardened` calls it when a row is deleted (`derived_insights_withdrawn`)."""
-    derived = [row["id"] for row in state.storage.iter_memories(ListFilter(
-                   tenant_id=tenant_id, memory_type="insight"))
-               if memory_id in ((row["metadata"] or {}).get("related_memory_ids") or [])]
-    for insight_id in derived:
-        state.storage.soft_delete(tenant_id, insight_id)
-    return len(derived)

@@ -1,17 +1,14 @@
-"""Memory endpoints: write, bulk, by id, list, contradictions, status, delete,
-redistribute, search, recall (WIRE.md section 2)."""
+"""Memory writes: write, bulk, update, status, delete, redistribute (WIRE.md section 2).
+Each route parses the request, runs its pipeline (pipeline/), and serializes the answer."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Request
@@ -21,17 +18,12 @@ from fastapi.responses import JSONResponse, Response
 from ..governance import scope
 from ..governance.auth import Caller, caller_from
 from ..pipeline.bulk import BulkWrite, run_bulk
-from ..pipeline.search import SearchContext, run_search_off_loop
-from ..pipeline.write import (
-    DuplicateError,
-    WriteContext,
-    content_hash,
-    entity_links_to_store,
-    iso,
-    require_min_length,
-    run_write,
-)
-from ..storage import AgentRow, ListFilter
+from ..pipeline.byid import live_row, viewer_of
+from ..pipeline.delete import DeleteContext, run_delete
+from ..pipeline.redistribute import RedistributeContext, run_redistribute
+from ..pipeline.update import UpdateContext, run_update
+from ..pipeline.write import WriteContext, run_write
+from ..storage import AgentRow
 from ..wire.errors import ApiError
 from ..wire.schemas import (
     RESERVED_MEMORY_TYPES,
@@ -41,13 +33,10 @@ from ..wire.schemas import (
     MemoryFields,
     MemoryUpdate,
     RedistributeRequest,
-    SearchRequest,
     Text,
-    Timestamp,
     reserved_type_message,
 )
-from ..wire.serialize import content_preview, memory_detail, memory_out
-from .routes_insights import withdraw_derived_insights
+from ..wire.serialize import memory_out
 from .state import ServerState, state_of
 
 router = APIRouter(prefix="/api/v1")
@@ -222,84 +211,7 @@ def _valid_attempt_id(value: str) -> bool:
     return 1 <= len(value) <= 128 and set(value) <= allowed
 
 
-# reads by id -----------------------------------------------------------------------------
-
-def _viewer(state: ServerState, caller: Caller, agent_id: str | None = None) -> scope.Viewer:
-    """The governing identity: the verified agent, else an agent id named in the request."""
-    ident = caller.agent_id or agent_id
-    if ident is None or caller.tenant_id is None:
-        return scope.Viewer(ident)
-    return scope.Viewer(ident, state.storage.get_agent(caller.tenant_id, ident))
-
-
-def _live_row(state: ServerState, tenant_id: str, memory_id: UUID) -> dict:
-    """The tenant's row, or 404 when it is absent, soft-deleted or another tenant's."""
-    row = state.storage.get_memory(tenant_id, str(memory_id))
-    if row is None or row["deleted_at"] is not None:
-        raise ApiError(404, "Memory not found")
-    return row
-
-
-def _readable_row(state: ServerState, caller: Caller, tenant_id: str, memory_id: UUID) -> dict:
-    caller.enforce_readable_tenant(tenant_id)
-    row = _live_row(state, tenant_id, memory_id)
-    if not scope.byid_read_allowed(state.profile, _viewer(state, caller), row):
-        raise ApiError(404, "Memory not found")  # never 403: existence is not disclosed
-    return row
-
-
-def _detail_links(state: ServerState, tenant_id: str, memory_id: str) -> list[dict]:
-    links = state.storage.entity_links_of([memory_id]).get(memory_id, [])
-    for link in links:
-        entity = state.storage.get_entity(tenant_id, link["entity_id"])
-        if entity:
-            link.update(entity_type=entity["entity_type"],
-                        canonical_name=entity["canonical_name"],
-                        attributes=entity["attributes"])
-    return links
-
-
-@router.get("/memories/{memory_id}")
-async def get_memory(memory_id: UUID, tenant_id: Annotated[Text, Query()],
-                     caller: CallerDep, state: StateDep) -> JSONResponse:
-    row = _readable_row(state, caller, tenant_id, memory_id)
-    return JSONResponse(memory_detail(row, _detail_links(state, tenant_id, row["id"])))
-
-
-@router.get("/memories/{memory_id}/contradictions")
-async def get_contradictions(memory_id: UUID, tenant_id: Annotated[Text, Query()],
-                             caller: CallerDep, state: StateDep) -> dict:
-    row = _readable_row(state, caller, tenant_id, memory_id)
-    viewer = _viewer(state, caller)
-    visible = lambda r: scope.byid_read_allowed(state.profile, viewer, r)  # noqa: E731
-    newer = [r for r in state.storage.successors_of(tenant_id, [row["id"]]) if visible(r)]
-    older = [r for r in state.storage.memories_by_ids(tenant_id, [row["supersedes_id"]] if
-                                                      row["supersedes_id"] else [])
-             if visible(r) and r["deleted_at"] is None]
-    entries = ([_contradiction(row, r, "superseded_by") for r in newer]
-               + [_contradiction(row, r, "supersedes") for r in older])
-    return {
-        "memory_id": row["id"], "status": row["status"],
-        "superseded_by": _brief(newer[0]) if newer else None,
-        "superseded_memories": [_brief(r) for r in older],
-        "detection_status": "pending" if state.storage.detection_pending(row["id"])
-        else "completed",
-        "contradictions": entries,
-    }
-
-
-def _brief(row: dict) -> dict:
-    return {"id": row["id"], "content_preview": content_preview(row["content"]),
-            "status": row["status"], "created_at": row["created_at"]}
-
-
-def _contradiction(row: dict, other: dict, direction: str) -> dict:
-    rdf = row["predicate"] is not None and other["predicate"] is not None
-    return {"memory_id": other["id"], "status": other["status"],
-            "reason": "rdf_conflict" if rdf else "unknown",
-            "content_preview": content_preview(other["content"]), "direction": direction,
-            "created_at": other["created_at"]}
-
+# by id ---------------------------------------------------------------------------------
 
 @router.patch("/memories/{memory_id}/status")
 async def patch_status(memory_id: UUID, tenant_id: Annotated[Text, Query()],
@@ -309,8 +221,8 @@ async def patch_status(memory_id: UUID, tenant_id: Annotated[Text, Query()],
     status = body.get("status")
     if status not in STATUSES:
         raise ApiError(400, "Invalid status. Must be one of: " + ", ".join(STATUSES))
-    row = _live_row(state, tenant_id, memory_id)
-    denial = scope.status_change_denial(state.profile, _viewer(state, caller), row)
+    row = live_row(state.storage, tenant_id, str(memory_id))
+    denial = scope.status_change_denial(state.profile, viewer_of(state.storage, caller), row)
     if denial:
         raise ApiError(403, denial)
     state.storage.update_status(tenant_id, row["id"], status)
@@ -334,43 +246,10 @@ async def update_memory(memory_id: UUID, body: MemoryUpdate,
         raise ApiError(400, "No fields to update")
     if body.memory_type in RESERVED_MEMORY_TYPES:
         raise ApiError(422, reserved_type_message(body.memory_type))
-    row = _live_row(state, tenant_id, memory_id)
-    denial = scope.update_denial(state.profile, _viewer(state, caller, agent_id), row)
-    if denial:
-        raise ApiError(403, denial)
-    changes, embedding = _column_changes(state, row, body, given)
-    links = None if body.entity_links is None else entity_links_to_store(
-        state.profile, state.storage, tenant_id, body.entity_links)
-    state.storage.update_memory(row, changes, embedding, links)
-    updated = state.storage.get_memory(tenant_id, row["id"])
-    return memory_out(updated, state.storage.entity_links_of([row["id"]]).get(row["id"]))
-
-
-def _column_changes(state: ServerState, row: dict, body: MemoryUpdate,
-                    given: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    changes = {k: v for k, v in given.items() if k not in ("entity_links", "metadata")}
-    for key in ("expires_at", "ts_valid_start", "ts_valid_end"):
-        if key in changes:
-            changes[key] = iso(getattr(body, key))
-    if "subject_entity_id" in changes and body.subject_entity_id is not None:
-        changes["subject_entity_id"] = str(body.subject_entity_id)
-    if "memory_type" in changes and changes["memory_type"] == "semantic":
-        changes["memory_type"] = "fact"
-    if "metadata" in given:
-        merge = body.metadata_mode != "replace"
-        changes["metadata"] = ({**(row["metadata"] or {}), **(body.metadata or {})} if merge
-                               else body.metadata)
-    embedding = None
-    if body.content is not None and body.content != row["content"]:
-        require_min_length(body.content)
-        changes["content_hash"] = content_hash(row["tenant_id"], row["fleet_id"], body.content)
-        if "check_exact_duplicate" in state.profile.write_steps:
-            existing = state.storage.find_exact_duplicate(
-                row["tenant_id"], row["fleet_id"], row["agent_id"], changes["content_hash"])
-            if existing and existing != row["id"]:
-                raise DuplicateError("exact", existing)
-        embedding = state.embedder.embed(body.content)
-    return changes, embedding
+    updated = run_update(UpdateContext(
+        state.profile, state.storage, state.embedder, tenant_id, str(memory_id),
+        viewer_of(state.storage, caller, agent_id), body, given))
+    return memory_out(updated, state.storage.entity_links_of([updated["id"]]).get(updated["id"]))
 
 
 @router.delete("/memories/{memory_id}", status_code=204)
@@ -378,105 +257,9 @@ async def delete_memory(memory_id: UUID, tenant_id: Annotated[Text, Query()],
                         caller: CallerDep, state: StateDep,
                         agent_id: Annotated[Text | None, Query()] = None) -> Response:
     caller.enforce_tenant(tenant_id)
-    viewer = _viewer(state, caller, agent_id)
-    if state.profile.delete_caller_checked_first:  # the caller's trust, before any lookup
-        denial = scope.delete_denial(state.profile, viewer, None)
-        if denial:
-            raise ApiError(403, denial)
-    row = _live_row(state, tenant_id, memory_id)
-    denial = scope.delete_denial(state.profile, viewer, row)
-    if denial:
-        raise ApiError(403, denial)
-    state.storage.soft_delete(tenant_id, row["id"])
-    if state.profile.hardening.derived_insights_withdrawn:
-        withdraw_derived_insights(state, tenant_id, row["id"])
+    run_delete(DeleteContext(state.profile, state.storage, tenant_id, str(memory_id),
+                             viewer_of(state.storage, caller, agent_id)))
     return Response(status_code=204)
-
-
-# list ------------------------------------------------------------------------------------
-
-SortColumn = Literal["created_at", "weight", "memory_type", "agent_id", "status",
-                     "recall_count", "fleet_id", "tenant_id", "expires_at", "deleted_at"]
-
-
-@router.get("/memories")
-async def list_memories(
-    caller: CallerDep, state: StateDep,
-    tenant_id: Text | None = None, fleet_id: Text | None = None, agent_id: Text | None = None,
-    memory_type: Text | None = None,
-    exclude_memory_types: Annotated[list[Text] | None, Query()] = None,
-    created_after: Timestamp | None = None, created_before: Timestamp | None = None,
-    status: Text | None = None, visibility: Text | None = None, run_id: Text | None = None,
-    cursor: Text | None = None, sort: SortColumn = "created_at",
-    order: Literal["asc", "desc"] = "desc",
-    offset: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    include_deleted: bool = False,
-) -> JSONResponse:
-    tenant = tenant_id or caller.tenant_id
-    if tenant is None:
-        raise ApiError(400, "tenant_id is required")
-    caller.enforce_readable_tenant(tenant)
-    # MemClaw lists as the agent the `agent_id` filter names when the credential names none
-    # (its private rows show, its fleet rule applies); hardened applies the fleet and trust
-    # rules of the credential's own identity, so a filter never hides what the credential
-    # may read
-    viewer = _viewer(state, caller, agent_id)
-    access = _viewer(state, caller) if state.profile.hardening.list_row_access else viewer
-    if state.profile.hardening.list_deleted_tenant_only and caller.agent_id is not None:
-        include_deleted = False  # hardened: soft-deleted rows are an administrative view
-    if access.agent_id and fleet_id and not scope.fleet_read_allowed(
-            state.profile, access.agent, fleet_id):
-        home = access.agent.fleet_id if access.agent else None
-        raise ApiError(403, f"fleet-scope policy: fleet '{fleet_id}' is not readable by "
-                            f"principals of fleet '{home or 'none'}'.")
-    flt = ListFilter(tenant_id=tenant, fleet_id=fleet_id, agent_id=agent_id,
-                     memory_type=memory_type, exclude_memory_types=exclude_memory_types or (),
-                     status=status, run_id=run_id, created_after=iso(created_after),
-                     created_before=iso(created_before), include_deleted=include_deleted,
-                     sort=sort, order=order, after=_decode_cursor(cursor, sort, order))
-    page = _page(state, viewer, access, flt, offset, limit)
-    more = len(page) > limit
-    page = page[:limit]
-    next_cursor = (_encode_cursor(page[-1]) if more and sort == "created_at"
-                   and order == "desc" else None)
-    links = state.storage.entity_links_of([r["id"] for r in page])
-    return JSONResponse({"items": [memory_out(r, links.get(r["id"])) for r in page],
-                         "next_cursor": next_cursor})
-
-
-def _page(state: ServerState, viewer: scope.Viewer, access: scope.Viewer, flt: ListFilter,
-          offset: int, limit: int) -> list[dict]:
-    page: list[dict] = []
-    skipped = 0
-    for row in state.storage.iter_memories(flt):
-        if not scope.list_row_visible(state.profile, viewer, row, access):
-            continue
-        if skipped < offset:
-            skipped += 1
-            continue
-        page.append(row)
-        if len(page) > limit:
-            break
-    return page
-
-
-def _encode_cursor(row: dict) -> str:
-    return base64.urlsafe_b64encode(f"{row['created_at']}:{row['id']}".encode()).decode()
-
-
-def _decode_cursor(cursor: str | None, sort: str, order: str) -> tuple[str, str] | None:
-    if cursor is None:
-        return None
-    if sort != "created_at" or order != "desc":
-        raise ApiError(400, "cursor is only supported with sort=created_at&order=desc")
-    try:
-        created_at, memory_id = base64.urlsafe_b64decode(cursor.encode()).decode().rsplit(":", 1)
-        UUID(memory_id)
-        datetime.fromisoformat(created_at)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise ApiError(400, "Invalid cursor") from None
-    return created_at, memory_id
 
 
 # redistribute ----------------------------------------------------------------------------
@@ -485,91 +268,7 @@ def _decode_cursor(cursor: str | None, sort: str, order: str) -> tuple[str, str]
 async def redistribute(body: RedistributeRequest, tenant_id: Annotated[Text, Query()],
                        agent_id: Annotated[Text, Query()], caller: CallerDep,
                        state: StateDep) -> dict:
-    started = time.perf_counter()
     caller.enforce_tenant(tenant_id)
-    if caller.agent_id is not None and caller.agent_id != agent_id:
-        raise ApiError(403, f"agent_id '{agent_id}' does not match the authenticated agent "
-                            f"identity '{caller.agent_id}'.")
-    profile = state.profile
-    requester = state.storage.get_agent(tenant_id, agent_id)
-    if requester is None and profile.governed:
-        raise ApiError(403, f"Agent '{agent_id}' requires trust_level >= "
-                            f"{profile.redistribute_trust_cross_fleet} for redistribute.")
-    requester = requester or AgentRow(tenant_id, agent_id, None, 0)
-    # MemClaw checks the requester's trust before it looks the target up (WIRE.md 2.9), so a
-    # requester below every redistribute rung gets 403 even for an unknown target.
-    lowest_rung = min(profile.redistribute_trust_sibling, profile.redistribute_trust_cross_fleet)
-    if profile.governed and requester.trust_level < lowest_rung:
-        raise ApiError(403, f"Agent '{agent_id}' requires trust_level >= {lowest_rung} for "
-                            "redistribute.")
-    target = state.storage.get_agent(tenant_id, body.target_agent_id)
-    if target is None:
-        raise ApiError(404, f"Target agent '{body.target_agent_id}' not found in tenant "
-                            f"'{tenant_id}'.")
-    if target.trust_level < 1 and profile.governed:
-        raise ApiError(403, f"Target agent '{target.agent_id}' is restricted (trust_level=0). "
-                            "Cannot assign memories to a restricted agent.")
-    wanted = list(dict.fromkeys(str(i) for i in body.memory_ids))
-    rows = [r for r in state.storage.memories_by_ids(tenant_id, wanted)
-            if r["deleted_at"] is None]
-    needed, movable = scope.redistribute_gate(profile, requester, target, rows)
-    if requester.trust_level < needed:
-        raise ApiError(403, f"Agent '{agent_id}' requires trust_level >= {needed} for "
-                            "redistribute.")
-    movable_ids = {r["id"] for r in movable}
-    to_move = [r for r in movable if r["agent_id"] != target.agent_id]
-    state.storage.reassign(tenant_id, [r["id"] for r in to_move], target.agent_id)
-    return {"moved": len(to_move),
-            "promoted": sum(r["visibility"] == "scope_agent" for r in to_move),
-            "skipped": len(movable) - len(to_move),
-            "errors": [i for i in wanted if i not in movable_ids],
-            "redistribute_ms": int((time.perf_counter() - started) * 1000)}
-
-
-# search and recall -----------------------------------------------------------------------
-
-async def _search(state: ServerState, caller: Caller, body: SearchRequest,
-                  raw_key: str | None, path: str) -> tuple[list[dict], dict[str, str]]:
-    """The items, and the rate-limit headers for the answer on `path`."""
-    headers = state.rate_limit("search", caller, raw_key, path)
-    caller.enforce_readable_tenant(body.tenant_id)
-    ctx = SearchContext(state.profile, state.storage, state.embedder, caller, body,
-                        recall=path == "recall")
-    results = await run_search_off_loop(ctx)
-    links = state.storage.entity_links_of([row["id"] for row, _ in results])
-    items = [memory_out(row, links.get(row["id"]), similarity=sim) for row, sim in results]
-    if body.diagnostic:  # MemClaw ignores the flag; here it says how each row was reached
-        for item in items:
-            hop = ctx.graph_hops.get(item["id"])
-            item["retrieval"] = ({"path": "similarity"} if hop is None
-                                 else {"path": "graph", "graph_hop": hop})
-    return items, headers
-
-
-@router.post("/search")
-async def search(body: SearchRequest, request: Request, caller: CallerDep,
-                 state: StateDep) -> JSONResponse:
-    items, headers = await _search(state, caller, body, request.headers.get("x-api-key"),
-                                   "search")
-    return JSONResponse({"items": items}, headers=headers)
-
-
-@router.post("/recall")
-async def recall(body: SearchRequest, request: Request, response: Response,
-                 caller: CallerDep, state: StateDep) -> dict:
-    """No LLM here: the summary is extractive and deterministic (first sentence of each
-    retrieved memory, in rank order)."""
-    items, headers = await _search(state, caller, body, request.headers.get("x-api-key"),
-                                   "recall")
-    response.headers.update(headers)
-    sentences = [_first_sentence(item["content"]) for item in items]
-    return {"summary": " ".join(sentences), "summarizer": "extractive (no LLM)",
-            "memory_count": len(items), "memories": items}
-
-
-def _first_sentence(text: str) -> str:
-    for end in (". ", "! ", "? ", "\n"):
-        cut = text.find(end)
-        if cut != -1:
-            return text[: cut + 1].strip()
-    return text.strip()
+    return run_redistribute(RedistributeContext(
+        state.profile, state.storage, caller, tenant_id, agent_id, body.target_agent_id,
+        list(dict.fromkeys(str(i) for i in body.memory_ids))))

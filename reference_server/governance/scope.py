@@ -302,6 +302,30 @@ def update_denial(profile: Profile, viewer: Viewer, row: dict) -> str | None:
     return None
 
 
+def redistribute_requester_denial(profile: Profile, agent_id: str,
+                                  requester: AgentRow | None) -> str | None:
+    """Before any target or row is looked up (MemClaw checks the requester first, WIRE.md
+    2.9): an unregistered requester, or one below every redistribute rung, is refused even
+    for an unknown target (None = may go on)."""
+    if not profile.governed:
+        return None
+    if requester is None:
+        return (f"Agent '{agent_id}' requires trust_level >= "
+                f"{profile.redistribute_trust_cross_fleet} for redistribute.")
+    lowest = min(profile.redistribute_trust_sibling, profile.redistribute_trust_cross_fleet)
+    if requester.trust_level < lowest:
+        return f"Agent '{agent_id}' requires trust_level >= {lowest} for redistribute."
+    return None
+
+
+def redistribute_target_denial(profile: Profile, target: AgentRow) -> str | None:
+    """A restricted agent (trust 0) receives no rows."""
+    if profile.governed and target.trust_level < 1:
+        return (f"Target agent '{target.agent_id}' is restricted (trust_level=0). "
+                "Cannot assign memories to a restricted agent.")
+    return None
+
+
 def redistribute_gate(profile: Profile, requester: AgentRow, target: AgentRow,
                       rows: Sequence[dict]) -> tuple[int, list[dict]]:
     """The trust the requester needs, and the rows it may move.

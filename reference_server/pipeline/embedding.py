@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import operator
 import os
 import re
@@ -27,6 +26,8 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from starlette.concurrency import run_in_threadpool
+
+from ..storage.kernels import BackgroundKernel
 
 T = TypeVar("T")
 
@@ -189,31 +190,25 @@ WORD_BLOCK = 1024  # words drawn per block of `HashingEmbedder._drawn_one_by_one
 # ~5x faster a word, the GIL released); fewer are drawn by numpy directly: a write of a
 # sentence never imports numba.
 KERNEL_MIN_WORDS = 512
-_kernel: Callable[[np.ndarray, np.ndarray], None] | None = None
-_kernel_loading = threading.Lock()
+WordKernel = Callable[[np.ndarray, np.ndarray], None]
 
 
-def compiled_kernel() -> Callable[[np.ndarray, np.ndarray], None] | None:
-    """`wordgen.standard_normals` once loaded, else None; the first ask starts loading it on
-    a thread of its own (numba's import and the cached compilation take a second or more,
-    which no request should wait for: until then batches take the numpy path)."""
-    if _kernel is None and _kernel_loading.acquire(blocking=False):
-        threading.Thread(target=_load_kernel, name="wordgen-load", daemon=True).start()
-    return _kernel
+def _load_word_kernel() -> WordKernel:
+    from . import wordgen
+
+    probe = seed_states(np.arange(2, dtype=np.uint64))
+    wordgen.standard_normals(probe, np.empty((2, 4), dtype=np.float32))  # compiles/loads
+    return wordgen.standard_normals
 
 
-def _load_kernel() -> None:
-    global _kernel
-    try:
-        from . import wordgen
+_word_kernel: BackgroundKernel[WordKernel] = BackgroundKernel("wordgen", _load_word_kernel)
 
-        probe = seed_states(np.arange(2, dtype=np.uint64))
-        wordgen.standard_normals(probe, np.empty((2, 4), dtype=np.float32))  # compiles/loads
-    except Exception:  # the same vectors, slower: numpy's generator per word
-        logging.getLogger(__name__).warning(
-            "embedding kernel unavailable; new words are drawn one by one", exc_info=True)
-        return
-    _kernel = wordgen.standard_normals
+
+def compiled_kernel(wait: bool = False) -> WordKernel | None:
+    """`wordgen.standard_normals` once loaded, else None (until then batches take the numpy
+    path: numpy's generator per word, the same vectors); the first ask starts loading it.
+    `wait`: until it is loaded or has failed to (start-up, before the server answers)."""
+    return _word_kernel.get(wait)
 
 
 def _bounded_put(cache: dict, key: str, value: np.ndarray, limit: int) -> None:

@@ -147,12 +147,23 @@ async def embed(ctx: WriteContext) -> None:
     ctx.embedding = await off_loop_if_heavy(ctx.embedder, content, ctx.embedder.embed, content)
 
 
+def exact_twin(profile: Profile, storage: Storage, tenant_id: str, fleet_id: str | None,
+               agent_id: str, hashed: str, hide_expired: bool) -> str | None:
+    """The live row of the same agent and fleet with the same content hash (MemClaw's exact
+    duplicate), if any: the one check of a write (`check_exact_duplicate`) and of a content
+    update (pipeline/update.py). `hide_expired`: an expired row is no twin (hardened writes;
+    the update path has never applied it)."""
+    existing = storage.find_exact_duplicate(tenant_id, fleet_id, agent_id, hashed)
+    if existing and hide_expired:
+        row = storage.get_memory(tenant_id, existing)  # a forgotten row is no twin
+        existing = None if row is None or expired(profile, row) else existing
+    return existing
+
+
 def check_exact_duplicate(ctx: WriteContext) -> None:
-    existing = ctx.storage.find_exact_duplicate(ctx.tenant_id, ctx.fleet_id,
-                                                ctx.agent.agent_id, ctx.content_hash)
-    if existing and ctx.profile.hardening.expired_rows_hidden:
-        row = ctx.storage.get_memory(ctx.tenant_id, existing)  # a forgotten row is no twin
-        existing = None if row is None or expired(ctx.profile, row) else existing
+    existing = exact_twin(ctx.profile, ctx.storage, ctx.tenant_id, ctx.fleet_id,
+                          ctx.agent.agent_id, ctx.content_hash,
+                          ctx.profile.hardening.expired_rows_hidden)
     if not existing and ctx.pending is not None:
         existing = ctx.pending.exact_duplicate(ctx.fleet_id, ctx.agent.agent_id,
                                                ctx.content_hash)

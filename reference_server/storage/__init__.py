@@ -1,7 +1,8 @@
 """Storage, the bottom layer: the `Storage` protocol and its row types (`protocol.py`,
-`rows.py`), the SQLite store (`sqlite.py`) and the PostgreSQL + pgvector store
-(`postgres.py`, optional dependency), and `open_storage`, the one place that picks a store.
-Imports nothing else of the server.
+`rows.py`), one SQL store in two dialects (`sql/`: the statements both share), the SQLite
+store (`sqlite.py`) and the PostgreSQL + pgvector store (`postgres/`, optional dependency),
+the in-memory vector blocks both rank from (`vectors.py`), and `open_storage`, the one place
+that picks a store. Imports nothing else of the server.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ __all__ = ["LIVE_STATUSES", "MEMORY_COLUMNS", "AgentRow", "IdempotencyRecord", "
 
 def open_storage(db: Path | str, dim: int, vector_search: str = "exact") -> Storage:
     """`postgresql://...` -> PostgreSQL + pgvector (the `pg` extra); anything else is a
-    SQLite file path. `vector_search` (PostgreSQL): `exact` or `hnsw` (see postgres.py)."""
+    SQLite file path. `vector_search` (PostgreSQL): `exact` or `hnsw` (postgres/store.py)."""
     if isinstance(db, str) and db.startswith(("postgresql://", "postgres://")):
         from .postgres import PostgresStorage  # optional dependency
 

@@ -31,7 +31,8 @@ class RowFilter(Protocol):
 
 class Storage(Protocol):
     """What the server needs from a store: `SqliteStorage` here, `PostgresStorage`
-    (postgres.py, pgvector) for scale. Every write method commits before it returns.
+    (postgres/, pgvector) for scale, both `SqlStore` (sql/) in their dialects. Every write
+    method commits before it returns.
     tests/server/test_storage_conformance.py runs the same checks on both."""
 
     # tenants, keys, agents

@@ -27,12 +27,12 @@ QUANT_SLACK): no row at or above the gate is left out.
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+
+from .kernels import BackgroundKernel
 
 Unit = tuple[str, str | None]  # ("fleet", fleet_id or None) or ORG
 ORG: Unit = ("org", None)
@@ -272,32 +272,22 @@ def ranked_rows(ranked_ids: Iterable[tuple[np.ndarray, np.ndarray]],
             size = min(size * growth, 1024)
 
 
-_kernel: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
-_kernel_loading = threading.Lock()
-_kernel_tried = threading.Event()
+Int8Dots = Callable[[np.ndarray, np.ndarray, np.ndarray], None]
 
 
-def int8_dots(wait: bool = False) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
-    """The compiled `codes @ query` kernel (int8dots.py) once loaded, else None; the first
-    ask starts loading it on a thread of its own (numba's import and its cached compilation
-    take a second or more, which no search should wait for). `wait`: until it is loaded or
-    has failed to (tests)."""
-    if _kernel is None and _kernel_loading.acquire(blocking=False):
-        threading.Thread(target=_load_kernel, name="int8-dots-load", daemon=True).start()
-    if wait:
-        _kernel_tried.wait()
-    return _kernel
+def _load_int8_dots() -> Int8Dots:
+    from .int8dots import dots
+
+    dots(np.zeros((1, 2), dtype=np.int8), np.zeros(2, dtype=np.float32),
+         np.empty(1, dtype=np.float32))  # compiles, or loads the cached build
+    return dots
 
 
-def _load_kernel() -> None:
-    global _kernel
-    try:
-        from .int8dots import dots
+_int8_kernel: BackgroundKernel[Int8Dots] = BackgroundKernel("int8-dots", _load_int8_dots)
 
-        dots(np.zeros((1, 2), dtype=np.int8), np.zeros(2, dtype=np.float32),
-             np.empty(1, dtype=np.float32))  # compiles, or loads the cached build
-        _kernel = dots
-    except Exception:  # the same ranking, slower: numpy's float32 product over every row
-        logging.getLogger(__name__).warning("int8 kernel unavailable", exc_info=True)
-    finally:
-        _kernel_tried.set()
+
+def int8_dots(wait: bool = False) -> Int8Dots | None:
+    """The compiled `codes @ query` kernel (int8dots.py) once loaded, else None (numpy's
+    float32 product over every row meanwhile); the first ask starts loading it. `wait`:
+    until it is loaded or has failed to (start-up, tests)."""
+    return _int8_kernel.get(wait)

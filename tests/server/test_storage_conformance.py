@@ -744,7 +744,7 @@ def test_postgres_one_tenants_block_load_holds_no_other_tenants_search(
     rng = np.random.default_rng(37)
     store.insert_many([memory("a1"), memory("b1", tenant="t2")], [unit(rng), unit(rng)])
     loading, release = threading.Event(), threading.Event()
-    real = store._load_units  # type: ignore[attr-defined]
+    real = store.blocks._load_units  # type: ignore[attr-defined]
 
     def slow_for_t1(conn: object, tenant_id: str, units: object) -> None:
         if tenant_id == "t1":
@@ -752,7 +752,7 @@ def test_postgres_one_tenants_block_load_holds_no_other_tenants_search(
             assert release.wait(30)
         real(conn, tenant_id, units)
 
-    monkeypatch.setattr(store, "_load_units", slow_for_t1)
+    monkeypatch.setattr(store.blocks, "_load_units", slow_for_t1)  # type: ignore[attr-defined]
     first = threading.Thread(target=lambda: list(store.similar_rows("t1", unit(rng), -2.0)))
     first.start()
     other: list[str] = []

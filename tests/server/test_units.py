@@ -52,7 +52,7 @@ def test_embedder_fast_path_makes_the_defined_vectors_bit_for_bit(
     ziggurat's tail and ~7,000 through its wedge test."""
     from reference_server.pipeline import embedding, wordgen
     if path == "kernel":  # loaded now rather than on a thread, and used from 1 word on
-        monkeypatch.setattr(embedding, "_kernel", wordgen.standard_normals)
+        monkeypatch.setattr(embedding, "compiled_kernel", lambda: wordgen.standard_normals)
         monkeypatch.setattr(embedding, "KERNEL_MIN_WORDS", 1)
     else:
         monkeypatch.setattr(embedding, "compiled_kernel", lambda: None)
@@ -193,3 +193,15 @@ def test_a_block_grown_by_puts_keeps_its_int8_codes_in_step(
     want = list(vectors.ranked(snapshots, query, 0.1, first=None))
     assert [r.tolist() for r, _ in got] == [r.tolist() for r, _ in want]
     assert sum(len(r) for r, _ in want) >= 10
+
+
+def test_warm_up_leaves_both_kernels_loaded_before_it_returns() -> None:
+    """`--embed-kernel eager` runs `warm_up` before the port opens (issue 35): once it
+    returns, neither kernel is still loading, so the first request takes the fast paths."""
+    from reference_server.pipeline.embedding import compiled_kernel
+    from reference_server.pipeline.warmup import warm_up
+    from reference_server.storage.vectors import int8_dots
+
+    warm_up(hashing_embedder=True)
+    assert compiled_kernel() is not None
+    assert int8_dots() is not None
