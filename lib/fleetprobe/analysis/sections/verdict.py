@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import pandas as pd
 
@@ -26,6 +27,8 @@ from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, Se
 from fleetprobe.analysis.base.tables import Table, empty_note, markdown
 
 KEY, TITLE = "verdict", "Table 2"
+# what the evidence cannot carry: prose kept as a data file beside paper_values.yaml
+LIMITATIONS = Path(__file__).resolve().parents[1] / "limitations.md"
 EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation")
 TABLE2_EXCLUDED_PREFIXES = ("table3_", "reprobe_")
 
@@ -49,6 +52,7 @@ def build(context: Context) -> SectionOutput:
             tables={t.name: t for t in tables}, paper="8; 9", views=claim_views,
             fragments=[Fragment(REPRODUCTION, 10, head(judged)),
                        Fragment(REPRODUCTION, 11, real_code(results, judged)),
+                       Fragment(REPRODUCTION, 12, LIMITATIONS.read_text().strip()),
                        Fragment(REPRODUCTION, 80, "\n".join(["## Runs", "", *runs_section(
                            results)]))],
             runs=tuple(sorted({r for v in judged for r in v.run_ids})),
