@@ -16,6 +16,11 @@ items). For each chunk:
 
 A chunk is the unit of commit: a crash leaves the chunks before it written, and a retry with
 the same attempt id answers them `duplicate_attempt`, as one-item-at-a-time did.
+
+The chunks overlap: while the worker thread embeds chunk n+1, the loop gates and commits chunk
+n (the gates need chunk n's vectors only, and chunk n+1's gates run after chunk n's commit).
+One after the other, a 977 KB bulk's gates (a near-duplicate lookup per item on
+`memclaw-2.29`) added two thirds to its embedding time on top.
 """
 
 from __future__ import annotations
@@ -81,16 +86,32 @@ async def run_bulk(bulk: BulkWrite, items: Sequence[MemoryFields]) -> list[dict[
     """Each item's answer entry, in order (`created`, `duplicate_attempt`,
     `duplicate_content` or `error`)."""
     entries = [bulk_item(bulk, i, item) for i, item in enumerate(items)]
-    for n, chunk in enumerate(chunks(entries)):
+    parts = list(chunks(entries))
+    embedded: list[BulkItem] | None = None  # the chunk whose vectors are in, not committed
+    for n, chunk in enumerate(parts):
         ready = await prepare(bulk, chunk)
-        # Nothing awaits from here until the chunk is committed: a grant checked here holds
-        # for the chunk's rows (a revocation acknowledged before lands before the check)
-        bulk.stopped = bulk.grant_withdrawn() if bulk.grant_withdrawn else None
-        if bulk.stopped:
-            stop(entries, n, bulk.stopped)
-            break
-        gate_and_commit(bulk, ready)
+        vectors = embedding_started(bulk, ready)  # on the worker thread while we commit
+        if embedded is not None and not commit(bulk, entries, n - 1, embedded):
+            vectors.cancel()
+            return [e.result for e in entries]
+        await attach(ready, vectors)
+        embedded = ready
+    if embedded is not None:
+        commit(bulk, entries, len(parts) - 1, embedded)
     return [e.result for e in entries]
+
+
+def commit(bulk: BulkWrite, entries: list[BulkItem], n: int, ready: list[BulkItem]) -> bool:
+    """Chunk n's gates and rows, unless the writer's grant is gone (then every item from
+    chunk n on is answered not written, and False). Nothing awaits from the grant's check to
+    the commit: a grant checked here holds for the chunk's rows (a revocation acknowledged
+    before lands before the check)."""
+    bulk.stopped = bulk.grant_withdrawn() if bulk.grant_withdrawn else None
+    if bulk.stopped:
+        stop(entries, n, bulk.stopped)
+        return False
+    gate_and_commit(bulk, ready)
+    return True
 
 
 def stop(entries: list[BulkItem], chunk: int, reason: str) -> None:
@@ -145,11 +166,25 @@ async def prepare(bulk: BulkWrite, chunk: list[BulkItem]) -> list[BulkItem]:
             entry.result |= {"status": "error", "error": err.message}
             continue
         ready.append(entry)
-    if "embed" in bulk.profile.write_steps and ready:
-        vectors = await embed_off_loop(bulk.embedder, [e.fields.content for e in ready])
-        for entry, vector in zip(ready, vectors, strict=True):
-            entry.ctx.embedding = vector  # type: ignore[union-attr]
     return ready
+
+
+def embedding_started(bulk: BulkWrite, ready: list[BulkItem]) -> asyncio.Future[list[Any]]:
+    """The ready items' vectors: started now on the bulk worker thread when heavy (a model,
+    or long text), else made here after one turn of the loop when awaited."""
+    texts = [e.fields.content for e in ready]
+    if "embed" not in bulk.profile.write_steps or not ready:
+        return asyncio.ensure_future(_none(len(texts)))
+    if bulk.embedder.offload or sum(map(len, texts)) > INLINE_TEXT_CHARS:
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(_embed_worker(), bulk.embedder.embed_many, texts)
+    return asyncio.ensure_future(_inline(bulk.embedder, texts))
+
+
+async def attach(ready: list[BulkItem], vectors: asyncio.Future[list[Any]]) -> None:
+    for entry, vector in zip(ready, await vectors, strict=True):
+        if vector is not None:
+            entry.ctx.embedding = vector  # type: ignore[union-attr]
 
 
 def gate_and_commit(bulk: BulkWrite, ready: list[BulkItem]) -> None:
@@ -187,14 +222,17 @@ def replayed(bulk: BulkWrite, entries: list[BulkItem]) -> list[BulkItem]:
     return [e for e in entries if e.request_id not in written]
 
 
-async def embed_off_loop(embedder: Embedder, texts: list[str]) -> list[Any]:
-    """The texts' vectors, on the bulk worker thread when that is heavy (a model, or long
-    text), else here after one turn of the loop."""
+def _embed_worker() -> ThreadPoolExecutor:
     global _EMBED_WORKER
-    if embedder.offload or sum(map(len, texts)) > INLINE_TEXT_CHARS:
-        if _EMBED_WORKER is None:
-            _EMBED_WORKER = ThreadPoolExecutor(1, thread_name_prefix="bulk-embed")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(_EMBED_WORKER, embedder.embed_many, texts)
+    if _EMBED_WORKER is None:
+        _EMBED_WORKER = ThreadPoolExecutor(1, thread_name_prefix="bulk-embed")
+    return _EMBED_WORKER
+
+
+async def _inline(embedder: Embedder, texts: list[str]) -> list[Any]:
     await asyncio.sleep(0)
     return embedder.embed_many(texts)
+
+
+async def _none(n: int) -> list[None]:
+    return [None] * n
