@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from ..governance import scope
 from ..governance.auth import Caller, caller_from
 from ..pipeline.bulk import BulkWrite, run_bulk
-from ..pipeline.byid import live_row, viewer_of
+from ..pipeline.byid import live_row, query_viewer_of
 from ..pipeline.delete import DeleteContext, run_delete
 from ..pipeline.redistribute import RedistributeContext, run_redistribute
 from ..pipeline.update import UpdateContext, run_update
@@ -222,7 +222,8 @@ async def patch_status(memory_id: UUID, tenant_id: Annotated[Text, Query()],
     if status not in STATUSES:
         raise ApiError(400, "Invalid status. Must be one of: " + ", ".join(STATUSES))
     row = live_row(state.storage, tenant_id, str(memory_id))
-    denial = scope.status_change_denial(state.profile, viewer_of(state.storage, caller), row)
+    viewer = query_viewer_of(state.profile, state.storage, caller)
+    denial = scope.status_change_denial(state.profile, viewer, row)
     if denial:
         raise ApiError(403, denial)
     state.storage.update_status(tenant_id, row["id"], status)
@@ -248,7 +249,7 @@ async def update_memory(memory_id: UUID, body: MemoryUpdate,
         raise ApiError(422, reserved_type_message(body.memory_type))
     updated = run_update(UpdateContext(
         state.profile, state.storage, state.embedder, tenant_id, str(memory_id),
-        viewer_of(state.storage, caller, agent_id), body, given))
+        query_viewer_of(state.profile, state.storage, caller, agent_id), body, given))
     return memory_out(updated, state.storage.entity_links_of([updated["id"]]).get(updated["id"]))
 
 
@@ -258,7 +259,8 @@ async def delete_memory(memory_id: UUID, tenant_id: Annotated[Text, Query()],
                         agent_id: Annotated[Text | None, Query()] = None) -> Response:
     caller.enforce_tenant(tenant_id)
     run_delete(DeleteContext(state.profile, state.storage, tenant_id, str(memory_id),
-                             viewer_of(state.storage, caller, agent_id)))
+                             query_viewer_of(state.profile, state.storage, caller,
+                                              agent_id)))
     return Response(status_code=204)
 
 

@@ -215,6 +215,12 @@ class Profile:
     # ... and a write (single or bulk) naming a fleet gives a home-less agent that home
     # before any check, even when the write is then refused (False: writes never re-home).
     write_homes_agent: bool = False
+    # MemClaw's code of 2026-05-28 (e2d805e, core-api routes/memories.py): list, PATCH and
+    # DELETE take the agent identity from the `agent_id` query parameter alone (the verified
+    # agent credential is not consulted; on list it is the author filter too) and PATCH
+    # .../status checks the tenant alone; 045039f's remediation made the authenticated agent
+    # take precedence on PATCH, status and DELETE (False: the credential's identity first).
+    agent_query_is_identity: bool = False
     hardening: Hardening = Hardening()
 
     def with_overrides(self, **changes: object) -> Profile:
@@ -230,19 +236,36 @@ MEMCLAW_2026_05_30 = Profile(
     name="memclaw-2026-05-30",
     description="As measured in the paper: GET-by-id checks the tenant only; search identity "
     "from filter_agent_id only; near-duplicate gate before the async detector; "
-    "redistribute needs trust 3.",
+    "redistribute needs trust 3; PATCH and DELETE govern by the agent_id query only, PATCH "
+    "status by the tenant only; bulk writes skip the trust-0 gate, keep no entity links and "
+    "scope attempt ids per fleet; a write naming a fleet homes a home-less agent.",
     governed=True,
     byid_read_scope=False,
     search_identity_from_key=False,
     write_steps=MEASURED_WRITE_STEPS,
     search_steps=SEARCH_STEPS,
+    # fitted to MemClaw's code of the day (e2d805e, matrix seed 11; docs/profiles.md):
+    agent_query_is_identity=True,
+    bulk_write_approval_gate=False,
+    bulk_attempts_per_fleet=True,
+    bulk_keeps_entity_links=False,
+    write_homes_agent=True,
 )
+
+# What 05-30 was fitted away from (the kit's choices before e2d805e ran here): the profiles
+# derived from it keep them until each is scored against its own engine commit.
+UNFITTED_WRITE_CHOICES: dict[str, object] = {
+    "agent_query_is_identity": False, "bulk_write_approval_gate": True,
+    "bulk_attempts_per_fleet": False, "bulk_keeps_entity_links": True,
+    "write_homes_agent": False}
 
 MEMCLAW_2026_05_31 = replace(
     MEMCLAW_2026_05_30,
+    **UNFITTED_WRITE_CHOICES,  # type: ignore[arg-type]
     name="memclaw-2026-05-31",
     description="As remediated: GET-by-id applies the full scope predicate and trust ladder "
-    "(404 when denied); search identity = filter_agent_id or the agent key's identity.",
+    "(404 when denied); search identity = filter_agent_id or the agent key's identity; "
+    "PATCH, PATCH status and DELETE govern by the authenticated agent.",
     byid_read_scope=True,
     search_identity_from_key=True,
 )
@@ -259,6 +282,7 @@ PROPOSED = replace(
 
 NAIVE = replace(
     MEMCLAW_2026_05_30,
+    **UNFITTED_WRITE_CHOICES,  # type: ignore[arg-type]
     name="naive",
     description="A flat per-tenant store: no sub-tenant scope anywhere, no dedup, no "
     "supersession.",

@@ -12,6 +12,7 @@ from typing import Protocol, TypeVar
 
 from ..governance import scope
 from ..governance.auth import Caller
+from ..governance.profiles import Profile
 from ..storage import Storage
 from ..wire.errors import ApiError
 
@@ -30,6 +31,19 @@ def viewer_of(storage: Storage, caller: Caller, agent_id: str | None = None) -> 
     if ident is None or caller.tenant_id is None:
         return scope.Viewer(ident)
     return scope.Viewer(ident, storage.get_agent(caller.tenant_id, ident))
+
+
+def query_viewer_of(profile: Profile, storage: Storage, caller: Caller,
+                     agent_id: str | None = None) -> scope.Viewer:
+    """The identity list and the changes (PATCH, PATCH status: `agent_id=None`, DELETE) are
+    governed by: as `viewer_of`, or only the request's `agent_id` query
+    (`agent_query_is_identity`, MemClaw before 045039f), the verified credential not
+    consulted."""
+    if not profile.agent_query_is_identity:
+        return viewer_of(storage, caller, agent_id)
+    if agent_id is None or caller.tenant_id is None:
+        return scope.Viewer(None)
+    return scope.Viewer(agent_id, storage.get_agent(caller.tenant_id, agent_id))
 
 
 class ByIdContext(Protocol):

@@ -19,7 +19,9 @@ from fleetprobe.engine.build import cache_root
 
 from .conftest import archive, check_leakage, fleetprobe, leakage_run
 
-pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
+# Two cold builds (each resolving as of its commit's time) and two engines: about 5 minutes
+# on an idle 2-core machine, 23 at load 15 (2026-12-04); the limit catches a hang only.
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(2400)]
 
 # commit -> what a trust-1 agent gets reading another fleet's row by id (Table 3)
 COMMITS = {"e2d805e": 200, "045039f": 404}

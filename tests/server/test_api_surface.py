@@ -134,15 +134,22 @@ def test_status_patch_hides_from_default_search(api: Api) -> None:
     assert bad.status_code == 400 and bad.json()["detail"].startswith("Invalid status.")
 
 
-def test_delete_by_agent_needs_trust_3(pool: ServerPool) -> None:
-    api = pool.tenant_api("memclaw-2026-05-30")
+@pytest.mark.parametrize("profile", ["memclaw-2026-05-30", "memclaw-2026-05-31"])
+def test_delete_by_agent_needs_trust_3(pool: ServerPool, profile: str) -> None:
+    """From 045039f (05-31) the agent's own key is the identity a delete is governed by;
+    before it (e2d805e, 05-30) only an `agent_id` query was: an agent key naming none
+    deleted at trust 1."""
+    api = pool.tenant_api(profile)
     member = api.provision("member", "F1", trust=1)
     boss = api.provision("boss", "F1", trust=3)
     row = member.write("A memory the member would like to delete").json()
-    assert member.http.delete(f"/memories/{row['id']}",
-                              params={"tenant_id": api.tenant_id}).status_code == 403
-    assert boss.http.delete(f"/memories/{row['id']}",
-                            params={"tenant_id": api.tenant_id}).status_code == 204
+    named = {"tenant_id": api.tenant_id, "agent_id": "member"}
+    assert member.http.delete(f"/memories/{row['id']}", params=named).status_code == 403
+    unnamed = member.http.delete(f"/memories/{row['id']}", params={"tenant_id": api.tenant_id})
+    assert unnamed.status_code == (204 if profile == "memclaw-2026-05-30" else 403)
+    if unnamed.status_code == 403:
+        assert boss.http.delete(f"/memories/{row['id']}",
+                                params={"tenant_id": api.tenant_id}).status_code == 204
 
 
 def test_recall_is_an_extractive_summary(api: Api) -> None:
