@@ -215,9 +215,9 @@ class Profile:
     # ... and a write (single or bulk) naming a fleet gives a home-less agent that home
     # before any check, even when the write is then refused (False: writes never re-home).
     write_homes_agent: bool = False
-    # MemClaw's code of 2026-05-28 (e2d805e, core-api routes/memories.py): list, PATCH and
-    # DELETE take the agent identity from the `agent_id` query parameter alone (the verified
-    # agent credential is not consulted; on list it is the author filter too) and PATCH
+    # MemClaw's code of 2026-05-28 (e2d805e, core-api routes/memories.py): PATCH and DELETE
+    # take the agent identity from the `agent_id` query parameter alone (the verified agent
+    # credential is not consulted; its list does too, not yet fitted here) and PATCH
     # .../status checks the tenant alone; 045039f's remediation made the authenticated agent
     # take precedence on PATCH, status and DELETE (False: the credential's identity first).
     agent_query_is_identity: bool = False

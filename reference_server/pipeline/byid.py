@@ -35,8 +35,8 @@ def viewer_of(storage: Storage, caller: Caller, agent_id: str | None = None) -> 
 
 def query_viewer_of(profile: Profile, storage: Storage, caller: Caller,
                      agent_id: str | None = None) -> scope.Viewer:
-    """The identity list and the changes (PATCH, PATCH status: `agent_id=None`, DELETE) are
-    governed by: as `viewer_of`, or only the request's `agent_id` query
+    """The identity the changes (PATCH, PATCH status: `agent_id=None`, DELETE)
+    are governed by: as `viewer_of`, or only the request's `agent_id` query
     (`agent_query_is_identity`, MemClaw before 045039f), the verified credential not
     consulted."""
     if not profile.agent_query_is_identity:
