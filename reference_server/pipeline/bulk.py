@@ -92,7 +92,8 @@ async def run_bulk(bulk: BulkWrite, items: Sequence[MemoryFields]) -> list[dict[
         ready = await prepare(bulk, chunk)
         vectors = embedding_started(bulk, ready)  # on the worker thread while we commit
         if embedded is not None and not commit(bulk, entries, n - 1, embedded):
-            vectors.cancel()
+            if vectors is not None:
+                vectors.cancel()
             return [e.result for e in entries]
         await attach(ready, vectors)
         embedded = ready
@@ -169,22 +170,25 @@ async def prepare(bulk: BulkWrite, chunk: list[BulkItem]) -> list[BulkItem]:
     return ready
 
 
-def embedding_started(bulk: BulkWrite, ready: list[BulkItem]) -> asyncio.Future[list[Any]]:
+def embedding_started(bulk: BulkWrite, ready: list[BulkItem]
+                      ) -> asyncio.Future[list[Any]] | None:
     """The ready items' vectors: started now on the bulk worker thread when heavy (a model,
-    or long text), else made here after one turn of the loop when awaited."""
+    or long text), else made here after one turn of the loop when awaited; None when the
+    profile embeds nothing."""
     texts = [e.fields.content for e in ready]
     if "embed" not in bulk.profile.write_steps or not ready:
-        return asyncio.ensure_future(_none(len(texts)))
+        return None
     if bulk.embedder.offload or sum(map(len, texts)) > INLINE_TEXT_CHARS:
         loop = asyncio.get_running_loop()
         return loop.run_in_executor(_embed_worker(), bulk.embedder.embed_many, texts)
     return asyncio.ensure_future(_inline(bulk.embedder, texts))
 
 
-async def attach(ready: list[BulkItem], vectors: asyncio.Future[list[Any]]) -> None:
+async def attach(ready: list[BulkItem], vectors: asyncio.Future[list[Any]] | None) -> None:
+    if vectors is None:
+        return
     for entry, vector in zip(ready, await vectors, strict=True):
-        if vector is not None:
-            entry.ctx.embedding = vector  # type: ignore[union-attr]
+        entry.ctx.embedding = vector  # type: ignore[union-attr]
 
 
 def gate_and_commit(bulk: BulkWrite, ready: list[BulkItem]) -> None:
@@ -233,6 +237,3 @@ async def _inline(embedder: Embedder, texts: list[str]) -> list[Any]:
     await asyncio.sleep(0)
     return embedder.embed_many(texts)
 
-
-async def _none(n: int) -> list[None]:
-    return [None] * n

@@ -27,10 +27,13 @@ def run_steps(ctx: C, steps: Sequence[Callable[[C], None]]) -> C:
 
 def viewer_of(storage: Storage, caller: Caller, agent_id: str | None = None) -> scope.Viewer:
     """The governing identity: the verified agent, else an agent id named in the request."""
-    ident = caller.agent_id or agent_id
-    if ident is None or caller.tenant_id is None:
+    return _viewer(storage, caller.tenant_id, caller.agent_id or agent_id)
+
+
+def _viewer(storage: Storage, tenant_id: str | None, ident: str | None) -> scope.Viewer:
+    if ident is None or tenant_id is None:
         return scope.Viewer(ident)
-    return scope.Viewer(ident, storage.get_agent(caller.tenant_id, ident))
+    return scope.Viewer(ident, storage.get_agent(tenant_id, ident))
 
 
 def query_viewer_of(profile: Profile, storage: Storage, caller: Caller,
@@ -41,9 +44,9 @@ def query_viewer_of(profile: Profile, storage: Storage, caller: Caller,
     consulted."""
     if not profile.agent_query_is_identity:
         return viewer_of(storage, caller, agent_id)
-    if agent_id is None or caller.tenant_id is None:
+    if caller.tenant_id is None:  # an admin credential: no agent rule applies
         return scope.Viewer(None)
-    return scope.Viewer(agent_id, storage.get_agent(caller.tenant_id, agent_id))
+    return _viewer(storage, caller.tenant_id, agent_id)
 
 
 class ByIdContext(Protocol):
