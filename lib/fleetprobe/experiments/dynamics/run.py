@@ -1,4 +1,5 @@
-"""The dynamics run: params, the world (the matrix's phases), the timeline, the experiment.
+"""The dynamics run: params, the world's phases (`fleetprobe.world`), the episodes, the
+experiment.
 
 Each change of the plan is one episode: its probes are sent in rounds (every probe of the
 change once per round, side by side), `rounds_before` rounds before the change, rounds
@@ -39,18 +40,6 @@ from fleetprobe.experiments.dynamics.world import (
     DynamicsPlan,
     make_plan,
 )
-from fleetprobe.experiments.matrix.build import (
-    census,
-    entities,
-    principals,
-    set_trust,
-    setup_tenants,
-    write_rows,
-)
-from fleetprobe.experiments.matrix.probes import PROBES
-from fleetprobe.experiments.matrix.run import lifted
-from fleetprobe.experiments.matrix.run import not_applicable as matrix_not_applicable
-from fleetprobe.experiments.matrix.state import Wire, fleet_id, plan_fleet, wire
 from fleetprobe.plans import rng, salted, spelled
 from fleetprobe.runner import (
     Checker,
@@ -62,6 +51,18 @@ from fleetprobe.runner import (
     register,
 )
 from fleetprobe.trace import iso, utc_now
+from fleetprobe.world.build import (
+    entities,
+    principals,
+    set_trust,
+    setup_tenants,
+    write_rows,
+)
+from fleetprobe.world.census import census
+from fleetprobe.world.probes import PROBES
+from fleetprobe.world.target import lifted
+from fleetprobe.world.target import not_applicable as world_not_applicable
+from fleetprobe.world.wire import Wire, fleet_id, plan_fleet, wire
 
 NA_KEYS = ("agent identities are asserted (X-Agent-ID) on this target: there is no agent key "
            "to revoke")
@@ -139,10 +140,10 @@ async def round_(ctx: RunContext, w: Wire, change: ChangeSpec, n: int,
 
 
 def probe_not_applicable(ctx: RunContext, w: Wire, probe: Any) -> str | None:
-    """The matrix's reasons (a backend's "not supported", a link the target did not keep),
+    """The world's reasons (a backend's "not supported", a link the target did not keep),
     and a replay probe of a row written without the key it replays."""
     reason = (derived_not_applicable(ctx, w, probe) if probe.path in DERIVED_PROBES
-              else matrix_not_applicable(ctx, w, probe))
+              else world_not_applicable(ctx, w, probe))
     if reason is None and probe.path == "bulk_attempt" and probe.row not in w.attempts:
         reason = "the row was written without a bulk attempt id (no bulk endpoint)"
     if reason is None and probe.path == "idempotency" and probe.row not in w.idempotency:
