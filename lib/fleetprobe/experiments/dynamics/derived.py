@@ -19,7 +19,7 @@ import asyncio
 from typing import Any
 
 from fleetprobe.client import Credential, Result, body_field
-from fleetprobe.experiments.dynamics.world import PREDICATE
+from fleetprobe.experiments.dynamics.timeline import PREDICATE
 from fleetprobe.plans import salted, spelled
 from fleetprobe.runner import RunContext
 from fleetprobe.world.build import row_item
