@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from fleetprobe.runner import RunContext
+from fleetprobe.runner import ClientParams, ExperimentParams, RunContext
 from fleetprobe.targets import TargetParams
 from fleetprobe.world.plan import ProbeSpec
 from fleetprobe.world.wire import Wire, world
@@ -47,3 +47,12 @@ def not_applicable(ctx: RunContext, w: Wire, probe: ProbeSpec) -> str | None:
     if probe.path == "whoami" and asserted:
         return NA_WHOAMI
     return None
+
+
+def unpaced_client(params: ExperimentParams) -> ClientParams:
+    """Unpaced against the bundled server (its limits are lifted) and a backend adapter
+    (no rate limits); a live target keeps the params' pacing, below its rate limits."""
+    if params.target.kind not in ("reference", "backend"):
+        return params.client
+    return params.client.model_copy(update={
+        "writes_per_s": None, "bulk_per_s": None, "searches_per_s": None})

@@ -54,7 +54,7 @@ from fleetprobe.world.build import (
 )
 from fleetprobe.world.census import census
 from fleetprobe.world.probes import PROBES
-from fleetprobe.world.target import lifted
+from fleetprobe.world.target import lifted, unpaced_client
 from fleetprobe.world.target import not_applicable as world_not_applicable
 from fleetprobe.world.wire import Wire, wire
 
@@ -231,8 +231,4 @@ class Dynamics(Experiment):
         return [judge]
 
     def client_params(self, params: DynamicsParams) -> ClientParams:
-        """Unpaced against the bundled server (limits lifted) and a backend adapter."""
-        if params.target.kind not in ("reference", "backend"):
-            return params.client
-        return params.client.model_copy(update={
-            "writes_per_s": None, "bulk_per_s": None, "searches_per_s": None})
+        return unpaced_client(params)

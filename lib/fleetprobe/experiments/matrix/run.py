@@ -62,7 +62,7 @@ from fleetprobe.world.plan import (
     make_world,
 )
 from fleetprobe.world.probes import CONTROL_PATHS, PROBES, control, ids
-from fleetprobe.world.target import lifted, not_applicable
+from fleetprobe.world.target import lifted, not_applicable, unpaced_client
 from fleetprobe.world.wire import Wire, wire, world
 
 
@@ -352,9 +352,4 @@ class Matrix(Experiment):
         return [judge]
 
     def client_params(self, params: MatrixParams) -> ClientParams:
-        """Unpaced against the bundled server (its limits are lifted) and a backend adapter
-        (no rate limits); a live target keeps the params' pacing, below its rate limits."""
-        if params.target.kind not in ("reference", "backend"):
-            return params.client
-        return params.client.model_copy(update={
-            "writes_per_s": None, "bulk_per_s": None, "searches_per_s": None})
+        return unpaced_client(params)
