@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from fleetprobe.backends.process import BackendServer
-from fleetprobe.experiments.matrix.run import NA_GHOST
 from fleetprobe.runner import load_params
+from fleetprobe.world.target import NA_GHOST
 
 from .conftest import ROOT, run_on
 

@@ -15,9 +15,9 @@ from fleetprobe import cli, load_params, policy, run_experiment
 from fleetprobe.analysis.base import db
 from fleetprobe.analysis.sections import matrix as matrix_report
 from fleetprobe.experiments.matrix import check as matrix_check
-from fleetprobe.experiments.matrix import run as matrix_run
 from fleetprobe.policy import ALLOW, DENY, MAY, Principal, Row
 from fleetprobe.targets import TargetParams, live_target, target_for_server
+from fleetprobe.world import target
 
 from .traces import KEY_LIKE, REPO, events, manifest
 
@@ -234,7 +234,7 @@ def test_hardened_has_no_gap_no_miss_no_cross_tenant_success(runs: dict[str, Pat
     run = runs["hardened"]
     counts = tally(run)
     bad = [v for v in verdicts_of(run) if v["verdict"] in ("gap", "miss", "error", "side_effect")
-           or (v["verdict"] == "n/a" and v["what"] != matrix_run.NA_GHOST)]
+           or (v["verdict"] == "n/a" and v["what"] != target.NA_GHOST)]
     assert bad == [], bad[:5]
     assert counts["ok"] > 1000
     assert sum(v["cross_tenant"] for v in verdicts_of(run)) > 50
@@ -407,7 +407,7 @@ def test_asserted_identity_builds_every_principal_and_crosses_no_tenant(
     # memclaw-2.29 keeps no entity links of bulk-written rows, as the engine (FIDELITY.md):
     # their entity probes are n/a with the census's reason
     unlinked = {w for w in na if w.startswith("the target kept no entity link for this row")}
-    assert set(na) - unlinked == {matrix_run.NA_NAMED, matrix_run.NA_WHOAMI}, na
+    assert set(na) - unlinked == {target.NA_NAMED, target.NA_WHOAMI}, na
     cross = [v for v in judged if v["cross_tenant"] and v["verdict"] not in ("n/a", "error")]
     assert cross and not [v for v in cross if v["verdict"] == "gap"]
     assert not [v for v in judged if v["verdict"] == "error"]

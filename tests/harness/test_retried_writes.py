@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 
 from fleetprobe.client import Credential, MemClawClient, Result, RetryPolicy
-from fleetprobe.experiments.matrix.build import landed_first_attempt
 from fleetprobe.nemesis import REQUEST_HEADER, FaultRates, FaultSchedule, FaultTransport
 from fleetprobe.targets import Target
+from fleetprobe.world.build import landed_first_attempt
 
 LOSE_FIRST_ANSWER = FaultRates(error_5xx_before=0, error_5xx_after=0, error_429=0,
                                reset_before=0, reset_after=1.0, latency=0,

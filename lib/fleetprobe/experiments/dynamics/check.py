@@ -32,8 +32,9 @@ from dataclasses import replace
 from typing import Any
 
 from fleetprobe import policy
-from fleetprobe.experiments.matrix.check import endpoint_absent, world_from
 from fleetprobe.policy import ALLOW, DENY, Change, Principal, Row, Timeline
+from fleetprobe.world.answers import endpoint_absent
+from fleetprobe.world.census import world_from
 
 
 def timeline_from(events: list[dict[str, Any]]) -> tuple[Timeline, dict[str, str]]:

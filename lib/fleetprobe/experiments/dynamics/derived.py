@@ -19,13 +19,13 @@ import asyncio
 from typing import Any
 
 from fleetprobe.client import Credential, Result, body_field
-from fleetprobe.experiments.dynamics.world import PREDICATE
-from fleetprobe.experiments.matrix.build import row_item
-from fleetprobe.experiments.matrix.probes import Obs, Probe, ids, mid, tid
-from fleetprobe.experiments.matrix.state import Wire, fleet_id, plan_fleet, remember
-from fleetprobe.experiments.matrix.world import PrincipalSpec, ProbeSpec, RowSpec
+from fleetprobe.experiments.dynamics.timeline import PREDICATE
 from fleetprobe.plans import salted, spelled
 from fleetprobe.runner import RunContext
+from fleetprobe.world.build import row_item
+from fleetprobe.world.plan import PrincipalSpec, ProbeSpec, RowSpec
+from fleetprobe.world.probes import Obs, Probe, ids, mid, tid
+from fleetprobe.world.wire import Wire, fleet_id, plan_fleet, remember
 
 NO_INSIGHT = "no insight names the row (the target generated none: {})"
 

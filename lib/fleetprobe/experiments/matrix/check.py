@@ -27,16 +27,12 @@ as that agent afterwards: the engine changes the agent first, then answers). Ver
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Any
 
 from fleetprobe import policy
 from fleetprobe.policy import ALLOW, DENY, Principal, Row
-
-NA_STATUSES = (404, 405, 501)
-NA_MESSAGES = ("Not Found", "Method Not Allowed", "Not Implemented")
-# an existence-only reveal (the key or attempt id exists; no row id shown)
-EXISTS = "exists"
+from fleetprobe.world.answers import EXISTS, endpoint_absent
+from fleetprobe.world.census import agent_state, world_from
 
 WHAT_GAP = {
     "read": "returns the row", "reveal": "reveals the row's id", "change": "changes the row",
@@ -49,17 +45,6 @@ WHAT_GAP_PATH = {"agent_read": "returns the agent record",
 # and any quoted name (an agent, a fleet, 'none'), which may name the caller, not the row
 _IDS = re.compile(r"'[^']*'|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
                   re.IGNORECASE)
-
-
-def endpoint_absent(event: dict[str, Any]) -> str | None:
-    """The target's words when it has no route for the probe (None when it answered), or
-    a backend adapter's "not supported by this backend" reason."""
-    if event.get("not_applicable"):
-        return str(event["not_applicable"])
-    if event.get("status") not in NA_STATUSES:
-        return None
-    message = (event.get("error") or "").split(" ", 1)[-1]
-    return event["error"] if message in NA_MESSAGES else None
 
 
 def malformed(event: dict[str, Any]) -> str | None:
@@ -84,34 +69,6 @@ def principal_label(p: Principal | None, rel: str) -> str:
     if not p.registered:
         return f"unregistered {rel}"
     return f"t{p.trust} {rel}"
-
-
-def agent_state(e: dict[str, Any]) -> Principal | None:
-    """A principal from a `census_agent` or agent `observe` event (None: not observed)."""
-    if e.get("credential") == "tenant":
-        return Principal(e["tenant"], "tenant")
-    if e.get("registered") is False:
-        return policy.unregistered(e["tenant"], e["who"])
-    if e.get("trust") is None:
-        return None
-    return Principal(e["tenant"], "agent", e["who"], e["trust"], e.get("home"))
-
-
-def world_from(events: Iterable[dict[str, Any]]
-               ) -> tuple[dict[str, Principal], dict[str, Row]]:
-    """Principals and rows as the census observed them before the probes."""
-    principals: dict[str, Principal] = {}
-    rows: dict[str, Row] = {}
-    for e in events:
-        if e["phase"] == "census_agent" and e.get("step") != "after":
-            state = agent_state(e)
-            if state is not None:
-                principals[e["who"]] = state
-        elif e["phase"] == "census_row":
-            rows[e["row_key"]] = Row(e["tenant"], e.get("fleet"), e["visibility"],
-                                     e.get("owner"), e.get("row_status") or "active",
-                                     bool(e.get("deleted")))
-    return principals, rows
 
 
 def judge(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -28,28 +28,9 @@ from pydantic import Field, model_validator
 
 from fleetprobe.client import Credential, body_field
 from fleetprobe.experiments.matrix import check
-from fleetprobe.experiments.matrix.build import (
-    census,
-    census_agents,
-    delete_rows,
-    entities,
-    principals,
-    read_agent,
-    set_trust,
-    setup_tenants,
-    write_rows,
-)
-from fleetprobe.experiments.matrix.moved import add_moved_probes
-from fleetprobe.experiments.matrix.probes import CONTROL_PATHS, PROBES, control, ids
-from fleetprobe.experiments.matrix.state import Wire, wire, world
-from fleetprobe.experiments.matrix.world import (
-    MatrixPlan,
+from fleetprobe.experiments.matrix.probe_plan import (
     PaperPlan,
-    PrincipalSpec,
-    ProbeSpec,
-    RowSpec,
     enumerate_probes,
-    make_world,
     paper_plan,
     random_probes,
 )
@@ -63,15 +44,26 @@ from fleetprobe.runner import (
     RunContext,
     register,
 )
-from fleetprobe.targets import TargetParams
-
-LIFTED_RATE = "1000000/minute"
-NA_NAMED = ("the tenant is asserted (X-Tenant-ID): naming the row's tenant is speaking as "
-            "that tenant, so there is no tenant boundary to cross")
-NA_WHOAMI = ("the agent identity is asserted (X-Agent-ID): naming another agent is speaking "
-             "as it, so whoami has no other identity to report")
-NA_GHOST = ("agent identities are provisioned keys on this target: an agent id nobody "
-            "registered has no credential to speak with")
+from fleetprobe.world.build import (
+    delete_rows,
+    entities,
+    principals,
+    set_trust,
+    setup_tenants,
+    write_rows,
+)
+from fleetprobe.world.census import census, census_agents, read_agent
+from fleetprobe.world.moved import add_moved_probes
+from fleetprobe.world.plan import (
+    PrincipalSpec,
+    ProbeSpec,
+    RowSpec,
+    World,
+    make_world,
+)
+from fleetprobe.world.probes import CONTROL_PATHS, PROBES, control, ids
+from fleetprobe.world.target import lifted, not_applicable, unpaced_client
+from fleetprobe.world.wire import Wire, wire, world
 
 
 class MatrixParams(ExperimentParams):
@@ -97,18 +89,9 @@ class MatrixParams(ExperimentParams):
         return self
 
 
-def lifted(t: TargetParams) -> TargetParams:
-    """The bundled server's target with its rate limits lifted (others unchanged)."""
-    if t.kind != "reference":
-        return t
-    return t.model_copy(update={"write_rate": t.write_rate or LIFTED_RATE,
-                                "search_rate": t.search_rate or LIFTED_RATE,
-                                "bulk_rate": t.bulk_rate or LIFTED_RATE})
-
-
 @dataclass
 class Plan:
-    world: MatrixPlan
+    world: World
     paper: PaperPlan | None
 
 
@@ -125,7 +108,7 @@ def make_plan(params: MatrixParams) -> Plan:
     return Plan(plan, paper)
 
 
-def follows(plan: MatrixPlan, probe: ProbeSpec) -> bool:
+def follows(plan: World, probe: ProbeSpec) -> bool:
     """A sibling redistribute by an agent is followed by its PATCH of the row it gave away."""
     who, row = plan.principals[probe.who], plan.rows[probe.row]
     return probe.path == "redistribute" and who.kind == "agent" and who.tenant == row.tenant
@@ -136,7 +119,7 @@ def sequential(who: PrincipalSpec) -> bool:
     return who.kind == "agent" and (who.home is None or not who.registered)
 
 
-def observed(plan: MatrixPlan, probe: ProbeSpec) -> bool:
+def observed(plan: World, probe: ProbeSpec) -> bool:
     """Every probe of such a principal is followed by a read of its record, so a change is
     laid at the probe that made it (a home-less agent's write into a fleet may home it too)."""
     return sequential(plan.principals[probe.who])
@@ -195,28 +178,6 @@ def _missing(w: Wire, probe: ProbeSpec) -> str | None:
         return f"row {probe.row}: {w.missing_rows.get(probe.row, 'not written')}"
     if probe.target and (probe.target not in w.creds or probe.target in w.missing_principals):
         return f"redistribute target {probe.target}: missing"
-    return None
-
-
-def not_applicable(ctx: RunContext, w: Wire, probe: ProbeSpec) -> str | None:
-    """Why a probe means nothing on this target: a world-building step a backend answered
-    "not supported", a link the target did not keep, or the credential shape."""
-    who = world(ctx).principals[probe.who]
-    asserted = ctx.tenant.asserts_identity
-    if not who.registered and not asserted:
-        return NA_GHOST
-    if probe.row in w.unbuilt:
-        return f"its row was not built as planned: {w.unbuilt[probe.row]}"
-    if probe.path == "bulk_attempt" and probe.row not in w.attempts and "bulk" in w.unsupported:
-        return f"no bulk attempt id to replay: {w.unsupported['bulk']}"
-    if probe.path == "entity" and "entity" in w.unsupported:
-        return f"no entity linked to the row: {w.unsupported['entity']}"
-    if probe.path == "entity" and probe.row in w.unlinked:
-        return w.unlinked[probe.row]
-    if probe.variant == "named" and asserted:
-        return NA_NAMED
-    if probe.path == "whoami" and asserted:
-        return NA_WHOAMI
     return None
 
 
@@ -391,9 +352,4 @@ class Matrix(Experiment):
         return [judge]
 
     def client_params(self, params: MatrixParams) -> ClientParams:
-        """Unpaced against the bundled server (its limits are lifted) and a backend adapter
-        (no rate limits); a live target keeps the params' pacing, below its rate limits."""
-        if params.target.kind not in ("reference", "backend"):
-            return params.client
-        return params.client.model_copy(update={
-            "writes_per_s": None, "bulk_per_s": None, "searches_per_s": None})
+        return unpaced_client(params)

@@ -1,12 +1,13 @@
-"""The `dynamics` plan: the matrix's seeded world plus a timeline of changes (a pure function
+"""The `dynamics` plan: the shared seeded world plus a timeline of changes (a pure function
 of the params).
 
-The world is `matrix.world.make_world` (tenant `A`; agents at every trust level in each fleet
-and home-less; rows of every visibility). Each change gets subjects of its own, so no change
-meets a principal or row another change touched: a subject agent `A.d<i>` (its home and
-trust as the change needs) with its own rows, or a subject row `A.x<i>` of an existing agent.
-Each change names the probes sent before, while and after it: (prober, path, row) triples
-over the matrix's probe paths, each on a path that can still reach what changed.
+The world is `fleetprobe.world.plan.make_world` (tenant `A`; agents at every trust level in
+each fleet and home-less; rows of every visibility). Each change gets subjects of its own, so
+no change meets a principal or row another change touched: a subject agent `A.d<i>` (its home
+and trust as the change needs) with its own rows, or a subject row `A.x<i>` of an existing
+agent. Each change names the probes sent before, while and after it: (prober, path, row)
+triples over the world's probe paths (`fleetprobe.world.probes`), each on a path that can
+still reach what changed.
 """
 
 from __future__ import annotations
@@ -14,16 +15,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from fleetprobe.experiments.matrix.world import (
-    MatrixPlan,
+from fleetprobe.plans import rng
+from fleetprobe.world.plan import (
     PrincipalSpec,
     ProbeSpec,
     RowSpec,
-    _content,
+    World,
     agent_key,
     make_world,
+    row_content,
 )
-from fleetprobe.plans import rng
 
 # change kinds, in the order the timeline applies them
 AGENT_CHANGES = ("revoke_key", "delete_agent", "recreate_agent", "trust_3_1", "trust_2_0",
@@ -73,7 +74,7 @@ class ChangeSpec:
 
 @dataclass
 class DynamicsPlan:
-    world: MatrixPlan
+    world: World
     changes: list[ChangeSpec] = field(default_factory=list)
     # rows written during the timeline (expiring rows), not by the world build
     late_rows: tuple[str, ...] = ()
@@ -141,7 +142,7 @@ def _time_change(plan: DynamicsPlan, words: random.Random, kind: str, cid: str, 
     return ChangeSpec(cid, kind, second, _probes(cid, triples), partner=first, analyst=other)
 
 
-def _row_of(world: MatrixPlan, owner: str, visibility: str) -> str:
+def _row_of(world: World, owner: str, visibility: str) -> str:
     return next(r.key for r in world.world_rows() if r.owner == owner
                 and r.visibility == visibility and r.via == "bulk" and r.status == "active"
                 and not r.deleted)
@@ -160,7 +161,7 @@ def _add_row(plan: DynamicsPlan, words: random.Random, owner: str, visibility: s
     tenant = plan.world.principals[owner].tenant
     key = f"{tenant}.x{sum(k.startswith(f'{tenant}.x') for k in plan.world.rows)}"
     plan.world.rows[key] = RowSpec(key, tenant, owner, visibility, via="late" if late else via,
-                                   victim=True, linked=linked, content=_content(words, key))
+                                   victim=True, linked=linked, content=row_content(words, key))
     return key
 
 

@@ -1,13 +1,6 @@
-"""Async MemClaw REST client (httpx + tenacity).
-
-Every call returns a `Result`; nothing here raises on an HTTP status. Retries (exponential
-backoff) happen only on transport errors, 5xx and 429, because any other 4xx is the
-governance signal the experiments measure and must reach them unmodified.
-
-Keys never leave a `Credential` except as a request header: its repr hides the key, errors
-are built from status and server message only, and every key this client has seen is listed
-by `known_secrets()` so the trace writer can refuse to persist any string that contains one.
-"""
+"""The async MemClaw REST client: one method per endpoint the experiments use, paced below
+the target's limits, retried only where `RetryPolicy` says (the package docstring says why),
+each call answered as a `Result`."""
 
 from __future__ import annotations
 
@@ -16,8 +9,8 @@ import functools
 import ssl
 import threading
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 import httpx
 from tenacity import (
@@ -27,130 +20,15 @@ from tenacity import (
     wait_exponential,
 )
 
+from fleetprobe.client.credentials import Credential
+from fleetprobe.client.results import (
+    Result,
+    RetryPolicy,
+    short_error,
+)
 from fleetprobe.pacing import PacerSet
 
 API = "/api/v1"
-ERROR_MAX_CHARS = 160
-# `error.code` of a 501 from a backend adapter (lib/fleetprobe/backends): the memory system
-# behind it has no equivalent of the path, so the probe is not applicable, never pass or fail.
-NOT_SUPPORTED_CODE = "NOT_SUPPORTED_BY_BACKEND"
-
-CredentialKind = Literal["tenant", "agent", "gate", "headers"]
-# Kinds whose agent identity is asserted by the client in `X-Agent-ID` (a self-hosted engine
-# without the managed gateway), so one credential can speak as any agent of its tenant.
-ASSERTED_IDENTITY_KINDS: frozenset[str] = frozenset({"gate", "headers"})
-
-
-@dataclass(frozen=True)
-class Credential:
-    """Who a request speaks as, in the three shapes MemClaw deploys.
-
-    Managed gateway (memclaw.net, on-prem gateway): `tenant`, a tenant-scoped `X-API-Key`
-    (no agent identity), and `agent`, an agent-scoped key the gateway binds to one agent
-    (self-provisioned). Self-hosted engine with a shared gate key (`MEMCLAW_API_KEY` set on
-    the server): `gate`, that key as `X-API-Key` plus `X-Tenant-ID` and, when speaking as an
-    agent, a client-asserted `X-Agent-ID`. Self-hosted engine without a gate key: `headers`,
-    `X-Tenant-ID` / `X-Agent-ID` alone, no key at all.
-    """
-
-    kind: CredentialKind
-    tenant_id: str
-    key: str | None = field(default=None, repr=False)
-    agent_id: str | None = None
-    trust: int | None = None
-
-    @property
-    def asserts_identity(self) -> bool:
-        """True when the agent identity is a header this client chooses (gate, headers)."""
-        return self.kind in ASSERTED_IDENTITY_KINDS
-
-    def as_agent(self, agent_id: str, trust: int | None = None) -> Credential:
-        """The same tenant credential speaking as `agent_id` in `X-Agent-ID`. Only for
-        asserted-identity kinds: a key-based credential needs its own agent key."""
-        if not self.asserts_identity:
-            raise ValueError(f"a {self.kind} credential cannot assert an agent identity; "
-                             "provision an agent key instead")
-        return replace(self, agent_id=agent_id, trust=trust)
-
-    def headers(self) -> dict[str, str]:
-        if self.asserts_identity:
-            hdrs = {"X-Tenant-ID": self.tenant_id}
-            if self.agent_id:
-                hdrs["X-Agent-ID"] = self.agent_id
-            if self.kind == "gate":
-                if not self.key:
-                    raise ValueError(f"gate credential for tenant {self.tenant_id!r} has no key")
-                hdrs["X-API-Key"] = self.key
-            return hdrs
-        if not self.key:
-            raise ValueError(f"{self.kind} credential for tenant {self.tenant_id!r} has no key")
-        return {"X-API-Key": self.key}
-
-
-@dataclass(frozen=True)
-class Result:
-    """The outcome of one logical call (after retries)."""
-
-    op: str
-    status: int | None
-    body: Any | None
-    latency_ms: float | None
-    attempts: int
-    error: str | None
-
-    @property
-    def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
-
-    @property
-    def retryable(self) -> bool:
-        return self.status is None or self.status == 429 or self.status >= 500
-
-
-def body_field(body: Any, name: str) -> Any:
-    """A field of a JSON object body, or None for any other body (error text, list, None)."""
-    return body.get(name) if isinstance(body, dict) else None
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_attempts: int = 5
-    backoff_base_s: float = 0.2
-    backoff_max_s: float = 5.0
-    retry_on_429: bool = True
-
-    def should_retry(self, result: Result) -> bool:
-        if not_supported(result) is not None:
-            return False  # a backend without the path answers the same every time
-        if result.status == 429:
-            return self.retry_on_429
-        return result.retryable
-
-
-def not_supported(result: Result) -> str | None:
-    """The reason, when the answer is a backend adapter's "not supported by this backend"
-    (501 with `error.code` NOT_SUPPORTED_BY_BACKEND); None for every other answer."""
-    if result.status != 501 or not isinstance(result.body, dict):
-        return None
-    envelope = result.body.get("error")
-    if not isinstance(envelope, dict) or envelope.get("code") != NOT_SUPPORTED_CODE:
-        return None
-    return str(envelope.get("message") or "not supported by this backend")[:ERROR_MAX_CHARS]
-
-
-def short_error(status: int, body: Any) -> str:
-    """`409 Duplicate memory exists: <id>` from MemClaw's error envelope, or the raw detail."""
-    message: Any = None
-    if isinstance(body, dict):
-        envelope = body.get("error")
-        if isinstance(envelope, dict):
-            message = envelope.get("message")
-        if message is None:
-            message = body.get("detail")
-    if message is None:
-        message = "no error message"
-    return f"{status} {message}"[:ERROR_MAX_CHARS]
-
 
 # Set by the first Ctrl-C of a run in the main thread (`run.run_experiment`): from then on
 # every request raises, so a run stops even if a library's cancel scope absorbed the

@@ -1,4 +1,4 @@
-"""What a matrix run learns on the wire (ids, credentials, what the target did not build),
+"""What a run over the world learns on the wire (ids, credentials, what the target did not build),
 built from recorded responses and shared by the world-building phases and the probes."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetprobe.client import Credential, Result, not_supported
-from fleetprobe.experiments.matrix.world import MatrixPlan, RowSpec
 from fleetprobe.plans import scoped
 from fleetprobe.runner import RunContext
+from fleetprobe.world.plan import RowSpec, World
 
 
 @dataclass
@@ -43,10 +43,10 @@ class Wire:
 
 
 def wire(ctx: RunContext) -> Wire:
-    return ctx.__dict__.setdefault("matrix_wire", Wire())
+    return ctx.__dict__.setdefault("world_wire", Wire())
 
 
-def world(ctx: RunContext) -> MatrixPlan:
+def world(ctx: RunContext) -> World:
     return ctx.plan.world
 
 

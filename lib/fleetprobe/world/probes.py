@@ -16,8 +16,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetprobe.client import Credential, Result, body_field
-from fleetprobe.experiments.matrix.check import EXISTS
-from fleetprobe.experiments.matrix.state import (
+from fleetprobe.plans import salted, scoped, spelled
+from fleetprobe.policy import PATHS
+from fleetprobe.runner import RunContext
+from fleetprobe.world.answers import EXISTS
+from fleetprobe.world.plan import (
+    PrincipalSpec,
+    ProbeSpec,
+    RowSpec,
+    named_fleets,
+)
+from fleetprobe.world.wire import (
     Wire,
     entity_name,
     fleet_id,
@@ -25,15 +34,6 @@ from fleetprobe.experiments.matrix.state import (
     plan_fleet,
     row_fleet,
 )
-from fleetprobe.experiments.matrix.world import (
-    PrincipalSpec,
-    ProbeSpec,
-    RowSpec,
-    named_fleets,
-)
-from fleetprobe.plans import salted, scoped, spelled
-from fleetprobe.policy import PATHS
-from fleetprobe.runner import RunContext
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 

@@ -18,19 +18,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-from fleetprobe.experiments.matrix.state import Wire, fleet_id, note_unsupported, world
-from fleetprobe.experiments.matrix.world import (
+from fleetprobe.plans import rng
+from fleetprobe.runner import RunContext
+from fleetprobe.world.plan import (
     CHANGE_PATHS,
     TRUSTS,
-    MatrixPlan,
     PrincipalSpec,
     ProbeSpec,
     RowSpec,
-    _target_for,
+    World,
     add_victim,
+    redistribute_target,
 )
-from fleetprobe.plans import rng
-from fleetprobe.runner import RunContext
+from fleetprobe.world.wire import Wire, fleet_id, note_unsupported, world
 
 MOVED_PATHS = ("get", *CHANGE_PATHS)
 
@@ -39,7 +39,7 @@ def mover_key(tenant: str, trust: int) -> str:
     return f"{tenant}.m{trust}"
 
 
-def add_moved_probes(plan: MatrixPlan, seed: int,
+def add_moved_probes(plan: World, seed: int,
                      trusts: tuple[int, ...] = TRUSTS) -> list[ProbeSpec]:
     """The movers, their rows in the fleet they left, and a probe per row."""
     if len(plan.fleets) < 2:
@@ -54,12 +54,12 @@ def add_moved_probes(plan: MatrixPlan, seed: int,
         for path in MOVED_PATHS:
             key = add_victim(plan, me, "scope_team", words, away=old)
             plan.rows[key] = replace(plan.rows[key], via="moved")
-            target = _target_for(plan, path, plan.principals[me], me)
+            target = redistribute_target(plan, path, plan.principals[me], me)
             probes.append(ProbeSpec(f"m{len(probes)}", me, path, key, target))
     return probes
 
 
-def movers(plan: MatrixPlan) -> list[PrincipalSpec]:
+def movers(plan: World) -> list[PrincipalSpec]:
     return [p for p in plan.principals.values() if p.moved_from is not None]
 
 
