@@ -277,7 +277,8 @@ def run_plan(directory: Path, plan: Plan, fast: bool, jobs: int,
         with record_lock:
             runs_state[run.key] = {
                 "label": run.label, "experiment": run.experiment, "profile": run.profile,
-                "overrides": list(run.overrides), "notebook": run.notebook,
+                "overrides": list(run.overrides), "sweep": dict(run.sweep),
+                "notebook": run.notebook,
                 "status": "ok" if outcome.code == 0 else "failed",
                 "run_id": outcome.last_line if outcome.code == 0 else None,
                 "error": None if outcome.code == 0 else outcome.last_line,
