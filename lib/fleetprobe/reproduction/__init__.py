@@ -23,7 +23,7 @@ runs, the default executor), `dask_runs` (the Dask executor, imported only when 
 `outputs` (notebooks and report), `promote`, `driver` (the command).
 """
 
-from fleetprobe.reproduction.driver import main, make_executor, reproduce
+from fleetprobe.reproduction.driver import EXECUTORS, main, make_executor, reproduce
 from fleetprobe.reproduction.outputs import (
     OVERVIEW_NOTEBOOKS,
     PAPER_STATE,
@@ -55,7 +55,7 @@ from fleetprobe.reproduction.serial import (
 )
 
 __all__ = [
-    "CANONICAL", "ENV_SHARED", "INDEX", "OVERVIEW_NOTEBOOKS", "PAPER_STATE", "RECORD",
+    "CANONICAL", "ENV_SHARED", "EXECUTORS", "INDEX", "OVERVIEW_NOTEBOOKS", "PAPER_STATE", "RECORD",
     "REPRODUCTIONS", "WORKER_PRELOAD", "EarlyNotebooks", "LocalRuns", "RunFailed",
     "SharedServers", "WorkerProcesses", "build_outputs", "canonical_notebooks",
     "execute_notebooks", "find_resumable", "gzip_bytes", "incomplete_runs", "main",

@@ -41,7 +41,8 @@ def reproduce(plan_path: str | Path, *, fast: bool = False, fresh: bool = False,
     directory = None if fresh else find_resumable(root, plan.name, fast)
     runner = make_executor(executor, address, workers)
     # a cluster queues the tasks itself: one waiting caller thread per run
-    jobs = jobs or (max(1, len(plan.runs)) if runner is not None else default_jobs(fast))
+    jobs = jobs or (min(256, max(1, len(plan.runs))) if runner is not None
+                    else default_jobs(fast))
     if directory is None:
         directory = new_reproduction(root, plan, fast, jobs)
     else:
