@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--workers", type=int, default=None,
                        help="with --executor dask and no --address: local worker processes "
                        "(default: one per core)")
+    repro.add_argument("--threads", type=int, default=None,
+                       help="with --executor dask and no --address: runs at a time per local "
+                       "worker (default 1 with --fast, else 8: rate-bound runs mostly wait)")
     repro.add_argument("--root", default=str(reproduction.REPRODUCTIONS),
                        help="where reproductions go (default data/reproductions)")
     repro.add_argument("--out", default="reports", help="report directory (default reports)")
@@ -114,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return reproduction.reproduce(args.plan, fast=args.fast, fresh=args.fresh,
                                           jobs=args.jobs, root=Path(args.root),
                                           out_dir=Path(args.out), executor=args.executor,
-                                          address=args.address, workers=args.workers)
+                                          address=args.address, workers=args.workers,
+                                          threads=args.threads)
         if args.command == "promote":
             return reproduction.promote(args.reproduction, Path(args.traces), args.allow_fast)
         if args.command == "judge":

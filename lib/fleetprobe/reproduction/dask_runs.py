@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetprobe.batch import PlannedRun
-from fleetprobe.reproduction.serial import attempt_log, keep_failed, land
+from fleetprobe.reproduction.serial import WORKER_PRELOAD, attempt_log, keep_failed, land
 from fleetprobe.runner import load_params
 from fleetprobe.trace import ENV_RUN_ID_REGISTRY
 
@@ -157,9 +157,12 @@ class DaskRuns:
             self.client = Client(address)
         else:
             with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+                # each worker imports the harness as it starts (as the default executor's
+                # worker processes do), not inside its first run's time
                 self.cluster = LocalCluster(
                     n_workers=workers or os.cpu_count() or 1, threads_per_worker=threads,
-                    processes=True, host="127.0.0.1", dashboard_address=None)
+                    processes=True, host="127.0.0.1", dashboard_address=None,
+                    preload=list(WORKER_PRELOAD))
             self.client = Client(self.cluster)
         self.startup_s = time.monotonic() - started
         self._tokens: dict[Path, str] = {}

@@ -20,26 +20,32 @@ from fleetprobe.reproduction.record import (
 from fleetprobe.reproduction.serial import Executor, run_plan
 
 EXECUTORS = ("local", "dask")
+RATE_BOUND_THREADS = 8  # runs per local Dask worker at the paper's rate limits
 
 
-def make_executor(name: str, address: str | None, workers: int | None) -> Executor | None:
-    """None for the default (the serial path builds its own); a Dask client otherwise."""
+def make_executor(name: str, address: str | None, workers: int | None,
+                  threads: int | None = None, fast: bool = False) -> Executor | None:
+    """None for the default (the serial path builds its own); a Dask client otherwise. A
+    local worker runs one run at a time when runs are CPU-bound (fast), else several: at the
+    paper's rate limits a run mostly waits."""
     if name == "local":
         return None
     if name == "dask":
         from fleetprobe.reproduction.dask_runs import DaskRuns
 
-        return DaskRuns(address=address, workers=workers)
+        return DaskRuns(address=address, workers=workers,
+                        threads=threads or (1 if fast else RATE_BOUND_THREADS))
     raise ValueError(f"unknown executor {name!r}; known: {', '.join(EXECUTORS)}")
 
 
 def reproduce(plan_path: str | Path, *, fast: bool = False, fresh: bool = False,
               jobs: int | None = None, root: Path = REPRODUCTIONS,
               out_dir: Path = Path("reports"), executor: str = "local",
-              address: str | None = None, workers: int | None = None) -> int:
+              address: str | None = None, workers: int | None = None,
+              threads: int | None = None) -> int:
     plan = load_plan(plan_path, fast=fast)
     directory = None if fresh else find_resumable(root, plan.name, fast)
-    runner = make_executor(executor, address, workers)
+    runner = make_executor(executor, address, workers, threads, fast)
     # a cluster queues the tasks itself: one waiting caller thread per run
     jobs = jobs or (min(256, max(1, len(plan.runs))) if runner is not None
                     else default_jobs(fast))
