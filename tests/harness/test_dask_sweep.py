@@ -14,17 +14,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+# in the dev lock, so `make setup` installs it: a missing install fails here, never skips
+import distributed
 import pytest
 import yaml
 
 from fleetprobe.batch import PlannedRun, load_plan
 from fleetprobe.reproduction import RECORD, new_reproduction, promote, run_plan
+from fleetprobe.reproduction.dask_runs import DaskRuns
 
 from .traces import REPO
-
-distributed = pytest.importorskip("distributed")  # in the dev lock: `make setup` installs it
-
-from fleetprobe.reproduction.dask_runs import DaskRuns  # noqa: E402
 
 SMOKE = str(REPO / "params/smoke/provenance.yaml")
 
