@@ -165,3 +165,20 @@ def test_a_swept_reproduction_resumes_where_it_stopped_and_promotes_only_when_co
     assert promote(directory, tmp_path / "traces") == 0
     index = json.loads((tmp_path / "traces" / "canonical.json").read_text())
     assert len(index["plans"]["swept"]["runs"]) == 3
+
+
+def test_a_swept_notebook_run_executes_its_notebook_once_for_the_run_the_report_shows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fleetprobe.reproduction import outputs
+
+    monkeypatch.chdir(REPO)  # notebooks/ is found from the repository root
+    executed: list[list[str]] = []
+    monkeypatch.setattr(outputs, "run_process", lambda command: executed.append(command)
+                        or (0, "", ""))
+    plan = load_plan(write_plan(tmp_path, seeds="1..4", notebook=True))
+    early = outputs.EarlyNotebooks(tmp_path, plan)
+    for n, run in enumerate(plan.runs):  # complete in any order
+        early.submit(run, f"run-{n}")
+    assert early.executed() and len(executed) == 1
+    assert early.shows("provenance", "run-3") and not early.shows("provenance", "run-0")
+    assert str(tmp_path / "runs" / "run-3") in executed[0]

@@ -54,7 +54,7 @@ def reproduce(plan_path: str | Path, *, fast: bool = False, fresh: bool = False,
     else:
         print(f"resuming {directory} (only its missing or failed runs); --fresh to start over",
               flush=True)
-    early = EarlyNotebooks(directory)
+    early = EarlyNotebooks(directory, plan)
     complete = run_plan(directory, plan, fast, jobs, early, runner)
     if not complete:
         early.executed()  # let the notebooks it started finish

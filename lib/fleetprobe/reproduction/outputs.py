@@ -27,14 +27,20 @@ class EarlyNotebooks:
     after the runs ended); `build_outputs` copies each into the report directory once every
     run is complete, so a reproduction that fails leaves `reports/` as it was."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, plan: Plan | None = None) -> None:
         self.directory = directory
         self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
         self._futures: dict[str, tuple[str, Future]] = {}
+        # the run each experiment's notebook shows (build_outputs: the plan's last one): a
+        # sweep of twenty seeds executes its notebook once, not twenty times into one file
+        self._shown = {run.experiment: run.key for run in plan.runs if run.notebook} \
+            if plan is not None else None
 
     def submit(self, run: PlannedRun, run_id: str) -> None:
         source = Path("notebooks") / f"{run.experiment}.ipynb"
         if not (run.notebook and source.is_file()):
+            return
+        if self._shown is not None and self._shown.get(run.experiment) != run.key:
             return
         command = notebook_command(source, self.directory / "notebooks" / source.name,
                                    "-p", "run_dir", str(self.directory / "runs" / run_id))
