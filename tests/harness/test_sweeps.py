@@ -182,3 +182,17 @@ def test_a_swept_notebook_run_executes_its_notebook_once_for_the_run_the_report_
     assert early.executed() and len(executed) == 1
     assert early.shows("provenance", "run-3") and not early.shows("provenance", "run-0")
     assert str(tmp_path / "runs" / "run-3") in executed[0]
+
+
+def test_the_committed_seed_plan_and_the_documented_example_expand_as_documented(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)  # the plans name params/ relative to the repository root
+    seeds = load_plan(REPO / "params/seeds.yaml")
+    assert len(seeds.runs) == 20 and len({r.key for r in seeds.runs}) == 20
+    assert "provenance-memclaw-2026-05-30-seed5" in {r.key for r in seeds.runs}
+    text = (REPO / "docs/sweeps.md").read_text()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "example.yaml").write_text(block)
+    example = load_plan(tmp_path / "example.yaml")
+    assert len(example.runs) == 3 * 5 + 2 * 3 + 5 * 3
+    assert any(r.key.endswith("-seed3-backend_env_langgraph-ckpt-3.1.1") for r in example.runs)
