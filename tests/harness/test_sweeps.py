@@ -187,7 +187,7 @@ def test_a_swept_notebook_run_executes_its_notebook_once_for_the_run_the_report_
 def test_the_committed_seed_plan_and_the_documented_example_expand_as_documented(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)  # the plans name params/ relative to the repository root
-    seeds = load_plan(REPO / "params/seeds.yaml")
+    seeds = load_plan(REPO / "params/seed-sweep.yaml")
     assert len(seeds.runs) == 20 and len({r.key for r in seeds.runs}) == 20
     assert "provenance-memclaw-2026-05-30-seed5" in {r.key for r in seeds.runs}
     text = (REPO / "docs/sweeps.md").read_text()
