@@ -35,6 +35,8 @@ help:
 	@echo "                     data/reproductions/<UTC>-reproduce/, then notebooks and report"
 	@echo "                     from those runs (rerun: resumes, redoing only missing/failed runs)"
 	@echo "make reproduce-fast  the paper's runs at paper scale, rate limits lifted (iterating)"
+	@echo "make reproduce-dask  the same on Dask: a local cluster, or DASK_ADDRESS=tcp://HOST:8786"
+	@echo "                     (plans may sweep seeds and params; docs/sweeps.md)"
 	@echo "make report          tables, figures, REPRODUCTION.md from data/traces (no server)"
 	@echo "make notebooks       the executed experiment notebooks from data/traces"
 	@echo "make promote R=DIR   make a reproduction the committed canonical runs, then rebuild"
@@ -48,6 +50,7 @@ help:
 	@echo "make lab             JupyterLab on notebooks/ at 127.0.0.1:$(LAB_PORT)"
 	@echo "make lock            refresh $(LOCK) from pyproject.toml"
 	@echo "make benchmarks      server and harness benchmarks (print figures)"
+	@echo "make bench-sweep     a 20-run seed sweep: serial vs a 2-worker local Dask cluster"
 	@echo "make bench-bulk      a 977 KB bulk write alone and four at once, beside another tenant"
 	@echo "make server-pg       reference server on an embedded PostgreSQL + pgvector (.pgdata/)"
 	@echo "make test-pg         the server tests and the storage conformance suite on PostgreSQL"
@@ -132,6 +135,20 @@ promote: $(STAMP)
 PARAMS ?= params/smoke
 $(EXPERIMENTS:%=run-%): run-%: bytecode
 	$(NOTEBOOK) notebooks/$*.ipynb reports/$*.ipynb -p params_file $(PARAMS)/$*.yaml
+
+# Issue 38: a plan's runs as Dask tasks (docs/sweeps.md): a LocalCluster of one worker process
+# per core (WORKERS=N), or the scheduler at DASK_ADDRESS. Same reproduction folder, record and
+# resume as `make reproduce`, which never imports Dask.
+DASK_ADDRESS ?=
+WORKERS      ?=
+.PHONY: reproduce-dask bench-sweep
+reproduce-dask: bytecode
+	$(PY) -m fleetprobe reproduce $(PLAN) --executor dask $(if $(DASK_ADDRESS),--address \
+	    $(DASK_ADDRESS)) $(if $(WORKERS),--workers $(WORKERS)) $(if $(JOBS),--jobs $(JOBS))
+
+# a 20-run seed sweep serially and on a 2-worker local cluster: ratio and coordination cost
+bench-sweep: $(STAMP)
+	$(PY) benchmarks/bench_sweep.py $(BENCH_ARGS)
 
 batch: bytecode
 	$(PY) -m fleetprobe batch $(PLAN) $(if $(JOBS),--jobs $(JOBS))

@@ -13,6 +13,9 @@ which `reference_server.launch.process` bounds machine-wide (`FLEETPROBE_SERVER_
         set: ["seed=7"]                     # optional overrides
         notebook: true                      # execute notebooks/<experiment>.ipynb on this run
         fast: false                         # optional: leave this entry out of `--fast`
+        seeds: 1..5                         # optional sweep: one run per seed (fleetprobe.sweeps)
+        sweep: {chains: [10, 50]}           # optional sweep of any param (product with seeds)
+    seeds: [1, 2]                           # optional: default seeds/sweep for every entry
     fast:                                   # `--fast`: the plan's runs, rate limits lifted
       set: [...]                            # overrides for every run
       experiments: {provenance: [...]}      # overrides for one experiment's runs
@@ -35,6 +38,7 @@ from pathlib import Path
 
 import yaml
 
+from fleetprobe import sweeps
 from fleetprobe.run import get_experiment, registered_experiments
 from fleetprobe.runner import ParamsError, load_params, parse_params
 
@@ -63,10 +67,13 @@ class PlannedRun:
     overrides: tuple[str, ...]
     notebook: bool = False
     fast_overrides: tuple[str, ...] = ()
+    # the swept (param, value) of this run: overrides too, and part of its name
+    sweep: sweeps.Assignment = ()
 
     @property
     def label(self) -> str:
-        extra = f" [{', '.join(self.overrides)}]" if self.overrides else ""
+        every = (*self.overrides, *sweeps.overrides(self.sweep))
+        extra = f" [{', '.join(every)}]" if every else ""
         return f"{self.experiment} {self.profile}{extra}"
 
     @property
@@ -75,12 +82,15 @@ class PlannedRun:
         key = f"{self.experiment}-{self.profile}"
         if self.overrides:
             key += "-" + hashlib.sha1("\n".join(self.overrides).encode()).hexdigest()[:8]
+        if self.sweep:  # readable, and unchanged for a run without a sweep
+            key += "-" + sweeps.run_suffix(self.sweep)
         return key
 
     def settings(self, common: Sequence[str] = (), fast: bool = False) -> list[str]:
         """The run's overrides; the profile names a bundled server's behaviour, so a run
         whose target is live gets none (a live target is named by `target.label`)."""
-        settings = [*common, *(self.fast_overrides if fast else ()), *self.overrides]
+        settings = [*common, *(self.fast_overrides if fast else ()), *self.overrides,
+                    *sweeps.overrides(self.sweep)]
         target = load_params(self.params_file, settings).get("target") or {}
         if isinstance(target, dict) and target.get("kind") == "live":
             return settings
@@ -126,8 +136,9 @@ def load_plan(path: str | Path, common: Sequence[str] = (), fast: bool = False) 
     fast_common = tuple(str(s) for s in fast_doc.get("set") or ())
     per_experiment = {str(k): tuple(str(s) for s in v or ())
                       for k, v in (fast_doc.get("experiments") or {}).items()}
+    defaults = {k: doc[k] for k in ("seeds", "sweep") if doc.get(k) is not None}
     runs = [run for i, entry in enumerate(entries)
-            for run in _entry_runs(path, i, entry, fast_common, per_experiment)
+            for run in _entry_runs(path, i, entry, fast_common, per_experiment, defaults)
             if not (fast and entry.get("fast") is False)]
     if fast:  # unthrottled, the CPU-heaviest runs are the long ones: start them first
         first = [str(e) for e in fast_doc.get("first") or ()]
@@ -144,7 +155,8 @@ def load_plan(path: str | Path, common: Sequence[str] = (), fast: bool = False) 
 
 
 def _entry_runs(plan: Path, index: int, entry: object, fast_common: tuple[str, ...],
-                per_experiment: dict[str, tuple[str, ...]]) -> list[PlannedRun]:
+                per_experiment: dict[str, tuple[str, ...]],
+                defaults: dict[str, object] | None = None) -> list[PlannedRun]:
     where = f"batch plan {plan}, run {index + 1}"
     if not isinstance(entry, dict):
         raise ParamsError(f"{where}: expected a mapping with experiment, params, profiles")
@@ -160,8 +172,13 @@ def _entry_runs(plan: Path, index: int, entry: object, fast_common: tuple[str, .
     overrides = tuple(str(s) for s in entry.get("set") or ())
     params_file = Path(entry.get("params") or f"params/reference/{experiment}.yaml")
     fast = (*fast_common, *per_experiment.get(str(experiment), ()))
+    swept = {**(defaults or {}), **{k: entry[k] for k in ("seeds", "sweep") if k in entry}}
+    try:
+        assignments = sweeps.expand(swept.get("seeds"), swept.get("sweep"))
+    except sweeps.SweepError as exc:
+        raise ParamsError(f"{where}: {exc}") from exc
     return [PlannedRun(experiment, params_file, str(p), overrides, bool(entry.get("notebook")),
-                       fast) for p in profiles]
+                       fast, assignment) for p in profiles for assignment in assignments]
 
 
 @dataclass

@@ -59,6 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--fresh", action="store_true", help="never resume; start a new one")
     repro.add_argument("--jobs", type=int, default=None,
                        help="runs in parallel (default: JOBS, else from the core count)")
+    repro.add_argument("--executor", choices=reproduction.EXECUTORS, default="local",
+                       help="where runs execute: local (default: this machine, no Dask) or "
+                       "dask (a LocalCluster, or the scheduler at --address; docs/sweeps.md)")
+    repro.add_argument("--address", default=None, metavar="tcp://HOST:PORT",
+                       help="with --executor dask: a running scheduler instead of a local "
+                       "cluster")
+    repro.add_argument("--workers", type=int, default=None,
+                       help="with --executor dask and no --address: local worker processes "
+                       "(default: one per core)")
+    repro.add_argument("--threads", type=int, default=None,
+                       help="with --executor dask and no --address: runs at a time per local "
+                       "worker (default 1 with --fast, else 8: rate-bound runs mostly wait)")
     repro.add_argument("--root", default=str(reproduction.REPRODUCTIONS),
                        help="where reproductions go (default data/reproductions)")
     repro.add_argument("--out", default="reports", help="report directory (default reports)")
@@ -104,7 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "reproduce":
             return reproduction.reproduce(args.plan, fast=args.fast, fresh=args.fresh,
                                           jobs=args.jobs, root=Path(args.root),
-                                          out_dir=Path(args.out))
+                                          out_dir=Path(args.out), executor=args.executor,
+                                          address=args.address, workers=args.workers,
+                                          threads=args.threads)
         if args.command == "promote":
             return reproduction.promote(args.reproduction, Path(args.traces), args.allow_fast)
         if args.command == "judge":

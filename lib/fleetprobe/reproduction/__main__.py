@@ -1,0 +1,5 @@
+"""`python -m fleetprobe.reproduction notebooks [TRACES [OUT]]` (what `make notebooks` runs)."""
+
+from fleetprobe.reproduction.driver import main
+
+raise SystemExit(main())
