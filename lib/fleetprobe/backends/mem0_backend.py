@@ -27,6 +27,7 @@ identity (in `strict`, within the caller's tenant's collection).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import threading
 from pathlib import Path
@@ -39,6 +40,16 @@ from .scripted_model import MODEL_URL_ENV
 
 # Wire fields kept under metadata["wire"] (mem0 promotes user_id/agent_id/run_id itself).
 _WIRE_FIELDS = ("id", "memory_type", "source_uri", "created_at")
+
+
+def _scoped(method: Any, filters: dict[str, Any], n: int) -> dict[str, Any]:
+    """The filters and the result count as this mem0 takes them: 2.x takes `filters` and
+    `top_k`; 1.x (the `mem0-1.0.11` environment of the scripted-model probes) wants the
+    owner as the `user_id` argument (its filters alone are refused) and `limit`."""
+    if "top_k" in inspect.signature(method).parameters:
+        return {"filters": filters, "top_k": n}
+    rest = dict(filters)
+    return {"user_id": rest.pop("user_id"), "filters": rest or None, "limit": n}
 
 
 STORES = {"qdrant": "Memory(qdrant local, on disk)",
@@ -122,6 +133,10 @@ class Mem0Backend:
             memory.content, user_id=memory.tenant_id, agent_id=memory.agent_id or None,
             run_id=memory.run_id or None, metadata=meta, infer=self.infer)
         added = [r for r in result.get("results", []) if r.get("event") == "ADD"]
+        changed = [f"{r.get('event')} {r.get('id')}" for r in result.get("results", [])]
+        if not added and changed:  # mem0 1.x: the model's decision changed stored memories
+            raise NotSupported("mem0 added no memory for this write; its model's decision "
+                               f"changed stored ones instead: {', '.join(changed)}")
         if not added:
             raise NotSupported("mem0 stored nothing for this write" + (
                 " (its model extracted no fact it judged new against the memories mem0 "
@@ -150,13 +165,15 @@ class Mem0Backend:
 
     def search(self, caller: Identity, query: str, scope: SearchScope,
                top_k: int) -> list[StoredMemory]:
-        found = self._memory(caller.tenant_id).search(
-            query, filters=self._filters(caller, scope), top_k=top_k)
+        memory = self._memory(caller.tenant_id)
+        found = memory.search(query, **_scoped(memory.search, self._filters(caller, scope),
+                                                top_k))
         return [self._to_wire(item) for item in found.get("results", [])]
 
     def list(self, caller: Identity, scope: SearchScope, limit: int) -> list[StoredMemory]:
-        found = self._memory(caller.tenant_id).get_all(
-            filters=self._filters(caller, scope), top_k=limit)
+        memory = self._memory(caller.tenant_id)
+        found = memory.get_all(**_scoped(memory.get_all, self._filters(caller, scope),
+                                         limit))
         return [self._to_wire(item) for item in found.get("results", [])]
 
     def update(self, caller: Identity, memory_id: str, change: Change

@@ -94,6 +94,13 @@ def _prompt(call: dict[str, Any]) -> str:
     return "\n".join(str(m.get("content")) for m in call.get("messages") or [])
 
 
+def _retrieving(s: Session, mark: int) -> list[dict[str, Any]]:
+    """The model calls since `mark` that carry the memories mem0 retrieved for the write:
+    2.x's one extraction prompt, 1.x's update decision."""
+    return [c for c in s.model_calls(mark)
+            if c.get("kind") in ("mem0.additive_extraction", "mem0.update_decision")]
+
+
 def _user(call: dict[str, Any]) -> str:
     return "\n".join(str(m.get("content")) for m in call.get("messages") or []
                      if m.get("role") == "user")
@@ -106,12 +113,12 @@ def mem0_prompt_other_fleet(s: Session) -> Finding:
     s.write(secret, "a1", "f1", "scope_agent")
     mark = s.mark()
     s.write("The eu deploy freeze starts on Friday evening.", "a1", "f2")
-    calls = s.model_calls(mark, "mem0.additive_extraction")
+    calls = _retrieving(s, mark)
     seen = any("4471" in _prompt(c) for c in calls)
     return Finding("mem0.prompt_holds_other_fleet_private_row",
                    "Does the extraction prompt for a write into fleet f2 carry the writer's "
                    "agent-private row of fleet f1 (mem0 retrieves by user_id/agent_id only)?",
-                   seen, {"extraction_calls": len(calls),
+                   seen, {"prompts_with_retrieved_memories": len(calls),
                           "prompt_sections_with_row": [
                               sec for c in calls for sec in ("Existing Memories",
                                                              "Last k Messages")
@@ -124,7 +131,7 @@ def mem0_prompt_other_agent(s: Session) -> Finding:
     mark = s.mark()
     s.write("The eu deploy freeze starts on Friday evening.", "a2", "f1")
     s.write("The us deploy freeze starts on Thursday evening.", None, "f1")
-    calls = s.model_calls(mark, "mem0.additive_extraction")
+    calls = _retrieving(s, mark)
     by_writer = {"a2": "4471" in _prompt(calls[0]) if calls else None,
                  "tenant key, no agent_id": "4471" in _prompt(calls[1])
                  if len(calls) > 1 else None}
@@ -134,42 +141,62 @@ def mem0_prompt_other_agent(s: Session) -> Finding:
                    any(bool(v) for v in by_writer.values()), {"row_in_prompt_of": by_writer})
 
 
-def mem0_dedup_across_fleets(s: Session) -> Finding:
+def mem0_same_fact_two_fleets(s: Session) -> Finding:
     fact = "The payments cluster uses the blue load balancer pool."
     first = s.write(fact, "a1", "f1")
     mark = s.mark()
     second = s.write(fact, "a1", "f2")
-    in_f2 = [r["content"] for r in s.rows("f2")]
-    answers = [c["answer"] for c in s.model_calls(mark, "mem0.additive_extraction")]
-    return Finding("mem0.write_suppressed_by_other_fleet_row",
-                   "Is a write into fleet f2 dropped because the same writer's identical row "
-                   "exists in fleet f1 (mem0 skips an extracted fact whose hash matches a "
-                   "retrieved memory)?",
-                   second.status_code != 201 and fact not in in_f2,
+    in_f1, in_f2 = ([r["content"] for r in s.rows(f)] for f in ("f1", "f2"))
+    answers = [c["answer"] for c in _retrieving(s, mark)]
+    return Finding("mem0.same_fact_in_another_fleet",
+                   "When the writer of a row in fleet f1 writes the same fact into fleet f2, "
+                   "does f2 get a row of its own with f1's left as it was (mem0 retrieves "
+                   "the writer's memories of every fleet)?",
+                   second.status_code != 201 or fact not in in_f1 or fact not in in_f2,
                    {"first_status": first.status_code, "second_status": second.status_code,
                     "second_answer": second.json().get("error", {}).get("message")
-                    if second.status_code != 201 else None, "rows_in_f2": in_f2,
-                    "model_answer": answers,
-                    "dropped_by": "the model (the fact is an Existing Memory: not extracted "
-                    "again, as the prompt asks)" if answers == ['{"memory": []}'] else
-                    "mem0 (an extracted fact whose hash matches a retrieved memory)"})
+                    if second.status_code != 201 else None,
+                    "rows_in_f1_after": in_f1, "rows_in_f2_after": in_f2,
+                    "model_answers": answers})
+
+
+def _decision(s: Session, probe: str, question: str, newer: str) -> Finding:
+    """Agent a1's private row in fleet f1, then a write naming no agent (tenant key) into
+    fleet f2 of a fact about the same subject: what does the model's decision do to a1's
+    row?"""
+    first = s.write("The staging database runs on host db-7 in rack four.", "a1", "f1",
+                    "scope_agent").json()
+    mark = s.mark()
+    second = s.write(newer, None, "f2")
+    kinds = sorted({c["kind"] for c in s.model_calls(mark) if c["endpoint"] != "embeddings"})
+    after = s._call("GET", f"/memories/{first.get('id')}")
+    row = after.json() if after.status_code == 200 else None
+    decision = "mem0.update_decision" in kinds
+    changed = row is None or row.get("content") != first.get("content")
+    return Finding(probe, question, changed if decision else None, {
+        "model_prompt_kinds": kinds, "write_status": second.status_code,
+        "write_answer": second.json().get("error", {}).get("message")
+        if second.status_code != 201 else second.json().get("content"),
+        "a1_row_before": {k: first.get(k) for k in ("content", "fleet_id", "visibility",
+                                                    "agent_id")},
+        "a1_row_after": {k: row.get(k) for k in ("content", "fleet_id", "visibility",
+                                                 "agent_id")} if row else None,
+        "note": None if decision else "no update decision was asked for: this mem0 runs an "
+        "ADD-only extraction (no UPDATE/DELETE path)"})
 
 
 def mem0_update_decision(s: Session) -> Finding:
-    s.write("The staging database runs on host db-7 in rack four.", "a1", "f1", "scope_agent")
-    mark = s.mark()
-    s.write("The staging database runs on host db-9 in rack four.", None, "f2")
-    kinds = sorted({c["kind"] for c in s.model_calls(mark) if c["endpoint"] != "embeddings"})
-    f1 = [r["content"] for r in s.rows("f1")]
-    changed = "The staging database runs on host db-7 in rack four." not in f1
-    decision = "mem0.update_decision" in kinds
-    return Finding("mem0.update_decision_over_other_identity_row",
-                   "Does a write naming no agent (tenant key) update or delete agent a1's "
-                   "row of another fleet through the model's ADD/UPDATE/DELETE decision?",
-                   changed if decision else None,
-                   {"model_prompt_kinds": kinds, "rows_in_f1_after": f1,
-                    "note": None if decision else "no update decision was asked for: this "
-                    "mem0 runs an ADD-only extraction (no UPDATE/DELETE path)"})
+    return _decision(s, "mem0.update_of_other_identity_row",
+                     "Does a write naming no agent (tenant key) into fleet f2 update agent "
+                     "a1's private row of fleet f1 through the model's UPDATE decision?",
+                     "The staging database runs on host db-9 in rack four.")
+
+
+def mem0_delete_decision(s: Session) -> Finding:
+    return _decision(s, "mem0.delete_of_other_identity_row",
+                     "Does a write naming no agent (tenant key) into fleet f2 delete agent "
+                     "a1's private row of fleet f1 through the model's DELETE decision?",
+                     "The staging database no longer runs on host db-7 in rack four.")
 
 
 # --- CrewAI (save analysis, consolidation) --------------------------------------------------
@@ -235,11 +262,15 @@ def crewai_inferred_scope(s: Session) -> Finding:
                     "resolved_scope": scope, "root_scope": root})
 
 
-PLAN: tuple[tuple[str, str, tuple[Callable[[Session], Finding], ...]], ...] = (
-    ("mem0", "infer", (mem0_prompt_other_fleet, mem0_prompt_other_agent,
-                       mem0_dedup_across_fleets, mem0_update_decision)),
-    ("crewai", "strict-analysis", (crewai_consolidation_private,)),
-    ("crewai", "analysis", (crewai_consolidation_fleets, crewai_inferred_scope)),
+MEM0 = (mem0_prompt_other_fleet, mem0_prompt_other_agent, mem0_same_fact_two_fleets,
+        mem0_update_decision, mem0_delete_decision)
+# (backend, deployment, environment, probes): mem0 as locked (2.2.1, ADD-only extraction)
+# and its last 1.x release (1.0.11, the ADD/UPDATE/DELETE decision over retrieved memories)
+PLAN: tuple[tuple[str, str, str, tuple[Callable[[Session], Finding], ...]], ...] = (
+    ("mem0", "infer", "mem0", MEM0),
+    ("mem0", "infer", "mem0-1.0.11", MEM0),
+    ("crewai", "strict-analysis", "crewai", (crewai_consolidation_private,)),
+    ("crewai", "analysis", "crewai", (crewai_consolidation_fleets, crewai_inferred_scope)),
 )
 
 
@@ -249,13 +280,13 @@ def run(out: Path, only: str | None = None) -> dict[str, Any]:
         "started": datetime.now(UTC).isoformat(),
         "rules_sha256": hashlib.sha256(RULES_FILE.read_bytes()).hexdigest(),
         "deployments": {}}
-    for backend, deployment, probes in PLAN:
+    for backend, deployment, env, probes in PLAN:
         if only and backend != only:
             continue
-        label = f"{backend}[{deployment}]"
+        label = f"{backend}[{deployment}" + (f",{env}]" if env != backend else "]")
         where = out / label
         where.mkdir(exist_ok=True)
-        with BackendServer(backend, deployment=deployment,
+        with BackendServer(backend, deployment=deployment, backend_env=env,
                            model_trace=where / "model.jsonl") as server:
             version = httpx.get(server.base_url + "/api/v1/version", timeout=30).json()
             session = Session(server, where)

@@ -207,29 +207,36 @@ def build_extract(text: str, params: dict[str, Any]) -> Any:
 
 def build_decide(text: str, params: dict[str, Any]) -> Any:
     """An update decision: for each new fact, the existing memory it overlaps most; at or
-    above `update_at` the fact replaces that memory (`on_match` event, e.g. UPDATE), else it
-    is added (`on_new`). Existing memories no fact touches are kept (`on_keep`, or left out
-    when it is null). Fills `item` ({id}, {fact}, {old}, {event})."""
+    above `update_at` the fact replaces that memory (`on_match` event, e.g. UPDATE), or
+    removes it when the fact matches the regex `delete_when` (`on_delete`, e.g. DELETE: "no
+    longer ..."), or leaves it as it is when they overlap at `same_at` (`on_same`, e.g.
+    NONE: the fact is already stored), else it is added (`on_new`). Existing memories no
+    fact touches are kept (`on_keep`, or left out when it is null). Fills `item` ({id},
+    {fact}, {old}, {event})."""
     src = params["input"]
     new = json_section(text, src["start"], src.get("end"))
     facts = [str(f) for f in new] if isinstance(new, list) else facts_of(new, None)
     existing = _records(text, params)
-    touched: dict[str, tuple[str, str]] = {}
+    touched: dict[str, tuple[str, str, str]] = {}
     added = []
+    negation = params.get("delete_when")
     for fact in facts:
         best = max(existing, key=lambda r: overlap(fact, r.get("text", "")), default=None)
         score = overlap(fact, best.get("text", "")) if best else 0.0
         if best is not None and score >= params["update_at"] and best["id"] not in touched:
-            touched[str(best["id"])] = (fact, best.get("text", ""))
+            event = (params["on_delete"] if negation and re.search(negation, fact, re.I)
+                     else params["on_same"] if score >= params.get("same_at", 2.0)
+                     else params["on_match"])
+            touched[str(best["id"])] = (fact, best.get("text", ""), event)
         else:
             added.append(fact)
     items = []
     for r in existing:
         rid = str(r.get("id"))
         if rid in touched:
-            fact, old = touched[rid]
+            fact, old, event = touched[rid]
             items.append(fill(params["item"], {"id": rid, "fact": fact, "old": old,
-                                               "event": params["on_match"]}))
+                                               "event": event}))
         elif params.get("on_keep"):
             items.append(fill(params["item"], {"id": rid, "fact": r.get("text", ""),
                                                "old": r.get("text", ""),
