@@ -299,7 +299,7 @@ def run(out: Path, only: str | None = None) -> dict[str, Any]:
         manifest["deployments"][label] = {
             "backend_version": version.get("backend_version"),
             "backend_env": version.get("backend_env"),
-            "outbound_refused": (version.get("network") or {}).get("refused"),
+            "outbound_refused": (version.get("network") or {}).get("outbound_refused"),
             "findings": {f["probe"]: f["crossed"] for f in findings}}
     manifest["finished"] = datetime.now(UTC).isoformat()
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
