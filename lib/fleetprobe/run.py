@@ -71,6 +71,7 @@ async def arun_experiment(
         with contextlib.ExitStack() as stack:
             tgt = target or stack.enter_context(open_target(p.target))
             await _execute(experiment, p, plan, trace, tgt, progress)
+            _keep_model_trace(tgt, trace)
     except BaseException as exc:
         trace.finish(complete=False, reason=describe_failure(exc))
         if progress["phases"] == 0:
@@ -81,6 +82,15 @@ async def arun_experiment(
     trace.finish(complete=True)
     write_summary(trace.dir)
     return trace.dir
+
+
+def _keep_model_trace(target: Target, trace: Trace) -> None:
+    """A backend served by the scripted model (a model deployment, docs/scripted-model.md):
+    every prompt and answer, as `model.jsonl` beside the run's events (keys refused)."""
+    path = getattr(target.server, "model_trace", None)
+    if path is not None and Path(path).exists():
+        text = Path(path).read_text()
+        (trace.dir / "model.jsonl").write_text(trace._guard(text, "model.jsonl"))
 
 
 def _set_aside(run_dir: Path) -> Path:
