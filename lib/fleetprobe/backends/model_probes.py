@@ -18,8 +18,10 @@ nothing about what a language model would answer (docs/scripted-model.md).
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
+import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -278,7 +280,11 @@ def run(out: Path, only: str | None = None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
         "started": datetime.now(UTC).isoformat(),
+        "git_commit": _commit(),
         "rules_sha256": hashlib.sha256(RULES_FILE.read_bytes()).hexdigest(),
+        "model": "the kit's scripted model (rules, not a language model): a finding says "
+                 "what the backend does with the rules' answers and nothing about what a "
+                 "language model would answer",
         "deployments": {}}
     for backend, deployment, env, probes in PLAN:
         if only and backend != only:
@@ -306,12 +312,33 @@ def run(out: Path, only: str | None = None) -> dict[str, Any]:
     return manifest
 
 
+def _commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def pack(out: Path) -> None:
+    """Gzip each JSONL file for committing, as committed events are (no file name, mtime 0:
+    the same lines give the same bytes); mem0's extraction prompt repeats in every call."""
+    for path in sorted(out.glob("*/*.jsonl")):
+        with path.open("rb") as src, (path.with_suffix(".jsonl.gz")).open("wb") as raw, \
+                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as dst:
+            dst.write(src.read())
+        path.unlink()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m fleetprobe.backends.model_probes")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--only", choices=["mem0", "crewai"], default=None)
+    p.add_argument("--gzip", action="store_true", help="gzip the JSONL files (to commit)")
     args = p.parse_args(argv)
     manifest = run(args.out, args.only)
+    if args.gzip:
+        pack(args.out)
     print(json.dumps({k: v["findings"] for k, v in manifest["deployments"].items()},
                      indent=1))
     return 0
