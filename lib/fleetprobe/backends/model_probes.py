@@ -323,7 +323,7 @@ def _commit() -> str | None:
 def pack(out: Path) -> None:
     """Gzip each JSONL file for committing, as committed events are (no file name, mtime 0:
     the same lines give the same bytes); mem0's extraction prompt repeats in every call."""
-    for path in sorted(out.glob("*/*.jsonl")):
+    for path in sorted(out.rglob("*.jsonl")):
         with path.open("rb") as src, (path.with_suffix(".jsonl.gz")).open("wb") as raw, \
                 gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as dst:
             dst.write(src.read())
