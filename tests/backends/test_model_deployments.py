@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from fleetprobe.backends.process import BackendServer
+from fleetprobe.run import run_experiment
+from fleetprobe.runner import load_params
+
+from .conftest import ROOT, need
 
 pytestmark = pytest.mark.backends
 
@@ -107,3 +112,20 @@ def test_crewai_consolidation_merges_into_another_agents_private_record(
     assert rows[0]["metadata"]["crewai_source"] is None
     kinds = [c["kind"] for c in t.model_calls()]
     assert "crewai.save_analysis" in kinds and "crewai.consolidation" in kinds
+
+
+def test_a_run_keeps_the_models_prompts_beside_its_events(tmp_path: Path) -> None:
+    """A run that starts its own mem0[infer] adapter (and so its scripted model) leaves
+    model.jsonl in its run directory: one extraction prompt per write."""
+    need("mem0")
+    params = load_params(ROOT / "params/smoke/leakage.yaml", [
+        "target.kind=backend", "target.backend=mem0", "target.backend_deployment=infer",
+        f"traces_root={tmp_path}"])
+    run_dir = run_experiment("leakage", params)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is True, manifest["incomplete_reason"]
+    assert manifest["target"]["backend_deployment"] == "infer"
+    calls = [json.loads(line) for line in (run_dir / "model.jsonl").read_text().splitlines()]
+    extractions = [c for c in calls if c["kind"] == "mem0.additive_extraction"]
+    assert len(extractions) == manifest["executed"]["write"]
+    assert not [c for c in calls if c["kind"] == "unmatched"]
