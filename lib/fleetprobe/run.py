@@ -31,7 +31,7 @@ from fleetprobe.runner import (
     parse_params,
 )
 from fleetprobe.targets import Target, open_target, preflight
-from fleetprobe.trace import Trace
+from fleetprobe.trace import SecretLeakError, Trace
 
 log = logging.getLogger("fleetprobe")
 
@@ -90,7 +90,9 @@ def _keep_model_trace(target: Target, trace: Trace) -> None:
     path = getattr(target.server, "model_trace", None)
     if path is not None and Path(path).exists():
         text = Path(path).read_text()
-        (trace.dir / "model.jsonl").write_text(trace._guard(text, "model.jsonl"))
+        if any(secret in text for secret in target.secrets if secret):
+            raise SecretLeakError("refused to write model.jsonl: it contains an API key")
+        (trace.dir / "model.jsonl").write_text(text)
 
 
 def _set_aside(run_dir: Path) -> Path:
