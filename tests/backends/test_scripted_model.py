@@ -148,3 +148,24 @@ def test_the_update_decision_rule_updates_deletes_keeps_and_adds() -> None:
     assert gone[0]["event"] == "DELETE"
     same = decide(["The staging database runs on host db-7 in rack four."])
     assert same[0]["event"] == "NONE"
+
+
+def test_a_run_copies_the_model_trace_only_without_keys(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from fleetprobe.run import _keep_model_trace
+    from fleetprobe.trace import SecretLeakError
+
+    source = tmp_path / "adapter-model.jsonl"
+    source.write_text('{"seq": 0, "messages": "hello"}\n')
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    target = SimpleNamespace(server=SimpleNamespace(model_trace=source),
+                             secrets=frozenset({"key-abc123"}))
+    _keep_model_trace(target, SimpleNamespace(dir=run_dir))  # type: ignore[arg-type]
+    assert (run_dir / "model.jsonl").read_text() == source.read_text()
+    source.write_text('{"seq": 0, "messages": "key-abc123"}\n')
+    (run_dir / "model.jsonl").unlink()
+    with pytest.raises(SecretLeakError):
+        _keep_model_trace(target, SimpleNamespace(dir=run_dir))  # type: ignore[arg-type]
+    assert not (run_dir / "model.jsonl").exists()
