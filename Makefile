@@ -243,7 +243,7 @@ backends: backend-envs
 	$(PY) -m fleetprobe reproduce params/backends.yaml --jobs $(or $(JOBS),3) --out $(BACKENDS_OUT)
 
 # the environments the smoke starts adapters from (the CrewAI sweep's are left to `backends`)
-SMOKE_ENVS := langgraph langgraph-ckpt-3.1.0 langgraph-ckpt-3.1.1 mem0 crewai
+SMOKE_ENVS := langgraph langgraph-ckpt-3.1.0 langgraph-ckpt-3.1.1 mem0 mem0-1.0.11 crewai
 backends-smoke: $(STAMP)
 	$(PY) -m fleetprobe.backends.envs build $(SMOKE_ENVS)
 	FLEETPROBE_BACKENDS=1 $(PY) -m pytest -q -p no:cacheprovider tests/backends -s

@@ -31,7 +31,7 @@ from fleetprobe.runner import (
     parse_params,
 )
 from fleetprobe.targets import Target, open_target, preflight
-from fleetprobe.trace import Trace
+from fleetprobe.trace import SecretLeakError, Trace
 
 log = logging.getLogger("fleetprobe")
 
@@ -71,6 +71,7 @@ async def arun_experiment(
         with contextlib.ExitStack() as stack:
             tgt = target or stack.enter_context(open_target(p.target))
             await _execute(experiment, p, plan, trace, tgt, progress)
+            _keep_model_trace(tgt, trace)
     except BaseException as exc:
         trace.finish(complete=False, reason=describe_failure(exc))
         if progress["phases"] == 0:
@@ -81,6 +82,17 @@ async def arun_experiment(
     trace.finish(complete=True)
     write_summary(trace.dir)
     return trace.dir
+
+
+def _keep_model_trace(target: Target, trace: Trace) -> None:
+    """A backend served by the scripted model (a model deployment, docs/scripted-model.md):
+    every prompt and answer, as `model.jsonl` beside the run's events (keys refused)."""
+    path = getattr(target.server, "model_trace", None)
+    if path is not None and Path(path).exists():
+        text = Path(path).read_text()
+        if any(secret in text for secret in target.secrets if secret):
+            raise SecretLeakError("refused to write model.jsonl: it contains an API key")
+        (trace.dir / "model.jsonl").write_text(text)
 
 
 def _set_aside(run_dir: Path) -> Path:

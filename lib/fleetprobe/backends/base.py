@@ -117,13 +117,19 @@ class Change:
 DEPLOYMENTS = ("idiomatic", "strict")
 
 
-def deployment_of(value: str | None) -> str:
+def deployment_of(value: str | None, extra: tuple[str, ...] = ()) -> str:
     """`idiomatic` (the layout the backend's own docs and framework use) unless `strict` (the
-    strictest scoping its native API can express); docs/backends.md shows each mapping."""
+    strictest scoping its native API can express); docs/backends.md shows each mapping.
+    `extra`: a backend's own further deployments (e.g. mem0's `infer`: its model-mediated
+    path, against the scripted model; docs/scripted-model.md)."""
     name = value or "idiomatic"
-    if name not in DEPLOYMENTS:
-        raise ValueError(f"deployment {name!r}: use {' or '.join(DEPLOYMENTS)}")
+    if name not in DEPLOYMENTS + extra:
+        raise ValueError(f"deployment {name!r}: use {' or '.join(DEPLOYMENTS + extra)}")
     return name
+
+
+# deployments that run a backend's model-mediated paths against the scripted model
+MODEL_DEPLOYMENTS = ("infer", "analysis", "strict-analysis")
 
 
 class Backend(Protocol):

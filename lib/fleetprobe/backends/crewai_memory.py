@@ -14,7 +14,14 @@ Deployments (docs/backends.md):
 - `strict`: one LanceDB directory per tenant; rows at `/<tenant>/fleet/<F>` with
   `source` = the writer and `private=True` when agent-scoped (CrewAI's "only visible to
   recall from the same source"); a recall passes `source` = the caller's agent.
-Either way `scope`, `categories` and `importance` are always passed and
+- `analysis` / `strict-analysis`: the same layouts with CrewAI's LLM on (the kit's scripted
+  model on loopback, `FLEETPROBE_MODEL_URL`, as `LLM(model="openai/...", base_url=...)`;
+  docs/scripted-model.md) and what `Crew(memory=True)` leaves to it: the row's layout path is
+  the `root_scope`, `scope`, `categories` and `importance` are not passed (the save
+  analysis infers them under the root), and `consolidation_threshold` is CrewAI's default
+  (0.85), so a write similar to a stored record asks the model to keep, update or delete it.
+  A write the model merged into a stored record answers with that record, as remember() does.
+Outside the analysis deployments `scope`, `categories` and `importance` are always passed and
 `consolidation_threshold` is 1.0 (CrewAI's documented "disable"), so remember() calls no LLM
 (should a stored neighbour ever score 1.0, CrewAI would ask the LLM to consolidate: the
 adapter's LLM refuses and that write answers "not supported"); recall uses `depth="shallow"`.
@@ -30,6 +37,7 @@ listing it keeps the records whose `source` is that agent (the listing has no fi
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +51,9 @@ from .base import (
     segment,
 )
 from .embedder import DIM, LLMCalled, embed_texts
+from .scripted_model import MODEL_URL_ENV
+
+ANALYSIS = ("analysis", "strict-analysis")
 
 
 class _NoLLM:
@@ -92,8 +103,13 @@ class CrewAIBackend:
         # pays the import (tens of seconds on a loaded machine) and the harness's first call
         # times out
         import crewai  # noqa: F401
-        self.deployment = deployment_of(deployment)
-        self.idiomatic = self.deployment == "idiomatic"
+        self.deployment = deployment_of(deployment, extra=ANALYSIS)
+        self.idiomatic = self.deployment in ("idiomatic", "analysis")
+        self.analysis = self.deployment in ANALYSIS
+        self._model_url = os.environ.get(MODEL_URL_ENV) if self.analysis else None
+        if self.analysis and not self._model_url:
+            raise ValueError(f"crewai deployment {self.deployment} needs the scripted model: "
+                             f"{MODEL_URL_ENV}")
         self._dir = data_dir
         self._memories: dict[str, tuple[Any, Any]] = {}
 
@@ -105,8 +121,15 @@ class CrewAIBackend:
 
             name = "shared" if not key else "t" + hashlib.sha256(key.encode()).hexdigest()[:16]
             storage = self._storage(name)
-            memory = Memory(storage=storage, embedder=embed_texts, llm=_NoLLM(),
-                            consolidation_threshold=1.0)
+            if self.analysis:
+                from crewai import LLM
+
+                llm = LLM(model="openai/fleetprobe-scripted", base_url=self._model_url,
+                          api_key="scripted-model-needs-no-key", temperature=0.0)
+                memory = Memory(storage=storage, embedder=embed_texts, llm=llm)
+            else:
+                memory = Memory(storage=storage, embedder=embed_texts, llm=_NoLLM(),
+                                consolidation_threshold=1.0)
             self._memories[key] = (memory, storage)
         return self._memories[key]
 
@@ -123,11 +146,13 @@ class CrewAIBackend:
         agent_scoped = memory.visibility == "scope_agent"
         owner = memory.agent_id if agent_scoped and self.idiomatic else None
         mem, _ = self._open(memory.tenant_id)
+        path = scope_for(memory.tenant_id, memory.fleet_id, owner, self.idiomatic)
+        # analysis: the layout path is the root, the rest is the model's (Crew(memory=True))
+        placed = ({"root_scope": path} if self.analysis else
+                  {"scope": path, "categories": [memory.memory_type], "importance": 0.5})
         try:
             record = mem.remember(
-                memory.content,
-                scope=scope_for(memory.tenant_id, memory.fleet_id, owner, self.idiomatic),
-                categories=[memory.memory_type], importance=0.5,
+                memory.content, **placed,
                 metadata={"wire": memory.payload() | {"content": None}},
                 source=memory.agent_id, private=agent_scoped and not self.idiomatic)
         except LLMCalled as exc:
@@ -136,6 +161,8 @@ class CrewAIBackend:
                                "adapter runs with no LLM") from exc
         if record is None:
             raise NotSupported("CrewAI's Memory stored nothing (read-only memory)")
+        if self.analysis:  # what remember() returned: the new record, or the one merged into
+            return self._to_wire(record)
         memory.id = str(record.id)
         return memory
 
@@ -197,6 +224,10 @@ class CrewAIBackend:
         wire["id"] = str(record.id)
         memory = StoredMemory.from_payload(wire, score)
         memory.agent_id = record.source or memory.agent_id
+        if self.analysis:  # where the model's analysis filed it, and whether it is private
+            memory.metadata = {**memory.metadata, "crewai_scope": record.scope,
+                               "crewai_private": bool(record.private),
+                               "crewai_source": record.source}
         return memory
 
     def close(self) -> None:

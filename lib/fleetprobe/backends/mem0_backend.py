@@ -15,6 +15,11 @@ Deployments:
 - `strict`: one collection (a Qdrant directory, or a pgvector table) per tenant, and an
   agent's search adds mem0's `OR` filter "not agent-scoped, or written by me": the strictest
   scoping mem0's filter language expresses.
+- `infer`: the `idiomatic` layout with mem0's default `add(..., infer=True)`: its model
+  (the kit's scripted model on loopback, `FLEETPROBE_MODEL_URL`; docs/scripted-model.md)
+  extracts facts from the write and sees the memories mem0 retrieved for it; the embedder is
+  mem0's `openai` provider on the same server (the kit's vectors). A write answers with the
+  first memory mem0 added; one that mem0 added nothing for answers "not supported".
 GET, PATCH and DELETE by id are `Memory.get` / `update` / `delete`, which take an id and no
 identity (in `strict`, within the caller's tenant's collection).
 """
@@ -22,6 +27,8 @@ identity (in `strict`, within the caller's tenant's collection).
 from __future__ import annotations
 
 import hashlib
+import inspect
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -29,9 +36,20 @@ from typing import Any
 from .base import Change, Identity, NotSupported, SearchScope, StoredMemory, deployment_of
 from .embedder import DIM
 from .langchain_shims import KitEmbeddings, NoLLM
+from .scripted_model import MODEL_URL_ENV
 
 # Wire fields kept under metadata["wire"] (mem0 promotes user_id/agent_id/run_id itself).
 _WIRE_FIELDS = ("id", "memory_type", "source_uri", "created_at")
+
+
+def _scoped(method: Any, filters: dict[str, Any], n: int) -> dict[str, Any]:
+    """The filters and the result count as this mem0 takes them: 2.x takes `filters` and
+    `top_k`; 1.x (the `mem0-1.0.11` environment of the scripted-model probes) wants the
+    owner as the `user_id` argument (its filters alone are refused) and `limit`."""
+    if "top_k" in inspect.signature(method).parameters:
+        return {"filters": filters, "top_k": n}
+    rest = dict(filters)
+    return {"user_id": rest.pop("user_id"), "filters": rest or None, "limit": n}
 
 
 STORES = {"qdrant": "Memory(qdrant local, on disk)",
@@ -49,8 +67,12 @@ class Mem0Backend:
             raise ValueError(f"mem0 store {self.kind!r}: use {', '.join(STORES)}")
         self.store = STORES[self.kind]
         import mem0  # noqa: F401  # imported before the adapter reports healthy (as CrewAI)
-        self.deployment = deployment_of(deployment)
+        self.deployment = deployment_of(deployment, extra=("infer",))
         self.strict = self.deployment == "strict"
+        self.infer = self.deployment == "infer"
+        self._model_url = os.environ.get(MODEL_URL_ENV) if self.infer else None
+        if self.infer and not self._model_url:
+            raise ValueError(f"mem0 deployment infer needs the scripted model: {MODEL_URL_ENV}")
         # mem0's pgvector store draws connections from a pool per collection, and its history
         # database serializes on its own lock; local Qdrant keeps one unguarded client
         self.concurrent = self.kind == "pgvector"
@@ -72,10 +94,21 @@ class Mem0Backend:
         name = "fleetprobe" if not key else "t" + hashlib.sha256(key.encode()).hexdigest()[:16]
         return Memory.from_config({
             "vector_store": self._vector_store(name),
-            "embedder": {"provider": "langchain", "config": {"model": KitEmbeddings()}},
-            "llm": {"provider": "langchain", "config": {"model": NoLLM()}},
+            **self._models(),
             "history_db_path": str(self._dir / f"mem0-history-{name}.db"),
         })
+
+    def _models(self) -> dict[str, Any]:
+        """The kit's embedder and no LLM; under `infer`, mem0's own `openai` providers aimed
+        at the scripted model (its key is a placeholder: the server checks none)."""
+        if not self.infer:
+            return {"embedder": {"provider": "langchain", "config": {"model": KitEmbeddings()}},
+                    "llm": {"provider": "langchain", "config": {"model": NoLLM()}}}
+        common = {"api_key": "scripted-model-needs-no-key", "openai_base_url": self._model_url}
+        return {"embedder": {"provider": "openai", "config": {
+                    **common, "model": "fleetprobe-scripted", "embedding_dims": DIM}},
+                "llm": {"provider": "openai", "config": {
+                    **common, "model": "fleetprobe-scripted", "temperature": 0.0}}}
 
     def _vector_store(self, name: str) -> dict[str, Any]:
         if self.kind == "qdrant":
@@ -98,11 +131,19 @@ class Mem0Backend:
                 "fleet_id": memory.fleet_id, "visibility": memory.visibility}
         result = self._memory(memory.tenant_id).add(
             memory.content, user_id=memory.tenant_id, agent_id=memory.agent_id or None,
-            run_id=memory.run_id or None, metadata=meta, infer=False)
+            run_id=memory.run_id or None, metadata=meta, infer=self.infer)
         added = [r for r in result.get("results", []) if r.get("event") == "ADD"]
+        changed = [f"{r.get('event')} {r.get('id')}" for r in result.get("results", [])]
+        if not added and changed:  # mem0 1.x: the model's decision changed stored memories
+            raise NotSupported("mem0 added no memory for this write; its model's decision "
+                               f"changed stored ones instead: {', '.join(changed)}")
         if not added:
-            raise NotSupported("mem0 stored nothing for this write")
+            raise NotSupported("mem0 stored nothing for this write" + (
+                " (its model extracted no fact it judged new against the memories mem0 "
+                "retrieved for the writer)" if self.infer else ""))
         memory.id = str(added[0]["id"])  # mem0 mints the id; the wire returns mem0's
+        memory.content = str(added[0].get("memory") or memory.content)  # as stored (infer:
+        # the first fact the model extracted)
         return memory
 
     def get(self, caller: Identity, memory_id: str) -> StoredMemory | None:
@@ -124,13 +165,15 @@ class Mem0Backend:
 
     def search(self, caller: Identity, query: str, scope: SearchScope,
                top_k: int) -> list[StoredMemory]:
-        found = self._memory(caller.tenant_id).search(
-            query, filters=self._filters(caller, scope), top_k=top_k)
+        memory = self._memory(caller.tenant_id)
+        found = memory.search(query, **_scoped(memory.search, self._filters(caller, scope),
+                                                top_k))
         return [self._to_wire(item) for item in found.get("results", [])]
 
     def list(self, caller: Identity, scope: SearchScope, limit: int) -> list[StoredMemory]:
-        found = self._memory(caller.tenant_id).get_all(
-            filters=self._filters(caller, scope), top_k=limit)
+        memory = self._memory(caller.tenant_id)
+        found = memory.get_all(**_scoped(memory.get_all, self._filters(caller, scope),
+                                         limit))
         return [self._to_wire(item) for item in found.get("results", [])]
 
     def update(self, caller: Identity, memory_id: str, change: Change

@@ -13,6 +13,9 @@ from pathlib import Path
 from reference_server.launch.process import ReferenceServer
 
 from . import envs
+from .base import MODEL_DEPLOYMENTS
+from .scripted_model import MODEL_URL_ENV
+from .scripted_model.process import ScriptedModelServer
 
 # Importing a backend (crewai most of all) takes seconds on a busy 2-core machine.
 STARTUP_TIMEOUT_S = 240.0
@@ -20,11 +23,14 @@ STARTUP_TIMEOUT_S = 240.0
 
 class BackendServer(ReferenceServer):
     """`env`: the locked environment to run in (default: the backend's own, `locks/<backend>.in`;
-    a version sweep names another, e.g. `langgraph-ckpt-3.1.0`)."""
+    a version sweep names another, e.g. `langgraph-ckpt-3.1.0`). A deployment that runs the
+    backend's model-mediated paths (`base.MODEL_DEPLOYMENTS`) starts the scripted model first
+    and hands the adapter its base URL; every prompt and answer goes to `model_trace`
+    (default: `model.jsonl` in the adapter's directory)."""
 
     def __init__(self, backend: str, store: str | None = None, port: int | None = None,
                  env: dict | None = None, backend_env: str | None = None,
-                 deployment: str | None = None) -> None:
+                 deployment: str | None = None, model_trace: Path | None = None) -> None:
         super().__init__(profile=f"backend-{backend}", port=port, env=env)
         self.startup_timeout_s = max(self.startup_timeout_s, STARTUP_TIMEOUT_S)
         self.backend = backend
@@ -33,6 +39,26 @@ class BackendServer(ReferenceServer):
         self.backend_env = backend_env or backend
         self.python = envs.ensure(self.backend_env)  # built before the start-up clock runs
         self.data_dir = self.db_path.parent / "backend-data"
+        self.model: ScriptedModelServer | None = None
+        if deployment in MODEL_DEPLOYMENTS:
+            self.model_trace = model_trace or self.db_path.parent / "model.jsonl"
+            self.model = ScriptedModelServer(trace=self.model_trace)
+
+    def start(self) -> BackendServer:
+        if self.model is not None and not self.model.running:
+            self.model.start()
+        super().start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        super().stop(timeout)
+        if self.model is not None:
+            self.model.stop(timeout)
+
+    def close(self) -> None:
+        super().close()
+        if self.model is not None:
+            self.model.close()
 
     def _command(self) -> list[str]:
         cmd = [str(self.python), "-m", "fleetprobe.backends", "--backend", self.backend,
@@ -47,4 +73,6 @@ class BackendServer(ReferenceServer):
         env["PYTHONPATH"] = lib + ":" + env["PYTHONPATH"]
         for leak in ("VIRTUAL_ENV", "PYTHONHOME"):  # the kit's venv must not reach the child
             env.pop(leak, None)
+        if self.model is not None:
+            env[MODEL_URL_ENV] = self.model.openai_base_url
         return env
