@@ -98,8 +98,11 @@ def build(context: Context) -> SectionOutput:
                         "the backends' canonical runs and over the bundled server profiles' "
                         "(target kind reference; the engine tier has worlds of its own); "
                         "`differs` = not the same values. The plan that runs the backends on "
-                        "the profiles' matrix world: params/backends-profile-world.yaml.")
-        tables = (verdicts, bases, promises_table(), rates, crossing, known, classes, table,
+                        "the profiles' matrix world: params/backends-profile-world.yaml.",
+                        views=("runs",))
+        # the catalogue's promises: what backend_promise_verdicts judges every gap against
+        promised = replace(promises_table(), views=("backend_promise_verdicts",))
+        tables = (verdicts, bases, promised, rates, crossing, known, classes, table,
                   matrix, footing)
         overview_files, overview_note = overview_figure(judged, out_dir / "figures",
                                                         world["matrix"])
