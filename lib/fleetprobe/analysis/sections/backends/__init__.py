@@ -42,6 +42,7 @@ from fleetprobe.analysis.sections.backends.deployments import (
     rates_table,
 )
 from fleetprobe.analysis.sections.backends.promises import (
+    PROMISES,
     bug_reproductions,
     promises_table,
     verdict_tables,
@@ -73,9 +74,9 @@ def build(context: Context) -> SectionOutput:
         table = replace(backends_table(results, context.traces_root),
                         views=("backend_metric_counts", "backend_matrix_counts",
                                "backend_not_applicable"))
-        table = replace(table, note=" ".join([table.note, *(
-            f"{e}: {world[e]}" for e in EXPERIMENTS if world[e]
-            and e != "matrix" and not table.empty)]).strip())
+        if not table.empty:
+            table = replace(table, note=" ".join([table.note, PROMISES["leakage_note"], *(
+                f"{e}: {world[e]}" for e in EXPERIMENTS if world[e] and e != "matrix")]))
         matrix = replace(matrix_paths_table(results), views=("backend_matrix_paths",))
         matrix = _with_world(matrix, world["matrix"])
         probes = _matrix_probes(results, list(_backend_matrix_runs(results).run_id))
@@ -123,16 +124,22 @@ def build(context: Context) -> SectionOutput:
         "backends_verdicts": FigureOutput(
             "backends_verdicts", "Backend gaps judged by each backend's own promise: bugs, "
             "missing features and the adapter's mapping", list(verdict_files),
-            note=verdict_note, caption=world["matrix"],
+            note=verdict_note, caption=" ".join([
+                "n = the gaps of each backend target's canonical governance-matrix run; red: "
+                "breaks the backend's own promise, grey: a MemClaw feature it lacks, blue: the "
+                "adapter's mapping.", world["matrix"]]).strip(),
             views=("backend_promise_verdicts",), files=_relative(verdict_files, out_dir)),
         "backends_overview": FigureOutput(
             "backends_overview", "Backends at a glance: matrix gaps per path family, "
             "idiomatic beside strict", list(overview_files), note=overview_note,
-            caption=world["matrix"],
+            caption=" ".join(["n = judged probes per backend target, deployment and path "
+                              "family; k = gaps.", world["matrix"]]).strip(),
             views=("backend_matrix_attribution",), files=_relative(overview_files, out_dir)),
         "backends_leakage": FigureOutput(
             "backends_leakage", "Leakage by target (canonical runs)", list(figure_files),
-            note=figure_note, caption=world["leakage"], views=("backend_metric_counts",),
+            note=figure_note, caption=" ".join([
+                "n = judged events per target and leak metric (canonical runs); 95% Wilson "
+                "intervals.", world["leakage"]]).strip(), views=("backend_metric_counts",),
             files=_relative(figure_files, out_dir))}
     output = SectionOutput(
         KEY, TITLE,

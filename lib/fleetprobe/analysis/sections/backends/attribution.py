@@ -20,6 +20,7 @@ from fleetprobe.analysis.sections.backends.common import (  # noqa: E402
     NO_MATRIX,
     _backend_matrix_runs,
     _matrix_probes,
+    shown,
     target_info,
 )
 
@@ -164,13 +165,15 @@ def known_bugs_table(probes: pd.DataFrame, runs: pd.DataFrame,
                          "version": info["version"], "deployment": info["deployment"],
                          "k/n returned": fmt_rate(rate(int(part.returned.fillna(False).sum()),
                                                        len(part))),
-                         "source": bug["source"], "source text read here": bug["read_here"],
-                         "read instead or beside": " ".join(bug.get("read_instead") or [])})
+                         "source": shown(bug["source"]),
+                         "source text read here": bug["read_here"],
+                         "read instead or beside": " ".join(
+                             shown(u) for u in bug.get("read_instead") or [])})
     frame = pd.DataFrame(rows)
     if not frame.empty:
         frame = frame.sort_values(["bug", "store", "version", "deployment"],
                                   kind="stable").reset_index(drop=True)
-    not_bugs = "; ".join(f"{n['what']}: {n['why']} ({n['source']})" for n in NOT_BUGS)
+    not_bugs = "; ".join(f"{n['what']}: {n['why']} ({shown(n['source'])})" for n in NOT_BUGS)
     return Table("backends_known_bugs", "Known public bugs, k/n by version", frame,
                  "n = the matrix read probes whose row's fleet is one the request named, or "
                  "the caller's home fleet, extended as a string (`fleet-10` for `fleet-1`), "

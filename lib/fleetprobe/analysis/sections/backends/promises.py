@@ -23,6 +23,7 @@ from fleetprobe.analysis.sections.backends.common import (  # noqa: E402
     NO_MATRIX,
     _backend_matrix_runs,
     _save_png,
+    shown,
     target_info,
 )
 from fleetprobe.analysis.sections.backends.world import footnote  # noqa: E402
@@ -119,7 +120,7 @@ def promises_table() -> Table:
         rows.append({
             "backend": entry["name"], "scoping": entry["scoping"],
             "promise": " ".join(entry["promise"].split()),
-            "sources": " ".join(s["url"] for s in entry["sources"]),
+            "sources": " ".join(shown(s["url"]) for s in entry["sources"]),
             "idiomatic": entry["deployments"]["idiomatic"],
             "strict": entry["deployments"]["strict"],
             "lacks (MemClaw features)": "; ".join(
@@ -127,7 +128,8 @@ def promises_table() -> Table:
             "key": backend})
     return Table("backends_promises", "Each backend's own promise, from its documentation",
                  pd.DataFrame(rows).drop(columns="key"),
-                 "From each backend's own documentation and source (the URLs; paraphrased): "
+                 "From each backend's own documentation and source (the pages' addresses, the "
+                 "scheme left off; paraphrased): "
                  "the scoping it promises, the two deployments the adapter runs it under, and "
                  "the MemClaw features it does not have (a gap they explain is a design "
                  "difference, never a bug).")
