@@ -158,3 +158,79 @@ def test_overview_is_one_png_whose_labels_fit(tmp_path: Path) -> None:
     # blank margins (white, as the 256-colour palette keeps it: 254 or 255)
     assert all(int(edge.min()) >= 254 for edge in edges.values()), edges
     assert pixels[:, :200].min() < 100  # the labels are drawn, near the left edge
+
+
+def _crewai_run(root: Path, run_id: str, fleets: int) -> None:
+    """A CrewAI matrix run (idiomatic) with one gap of each kind the verdicts tell apart: a
+    recall of `fleet-1` that returned a `fleet-10` row (#7543, a bug against its own scoping),
+    a write into a named fleet (no write gate: a missing feature) and another tenant's row
+    read by id (one table for every tenant: the adapter's mapping); plus a withheld probe."""
+    events: list[dict] = [
+        {"phase": "census_agent", "step": "before", "who": "A.f0t1", "tenant": "A",
+         "credential": "agent", "trust": 1, "home": "fleet-1", "source": "plan"},
+        {"phase": "census_row", "row_key": "r10", "tenant": "A", "fleet": "fleet-10",
+         "visibility": "scope_team", "owner": "A.f1t1", "deleted": False, "source": "get"}]
+    probes = [("p-sibling", "search_fleet", "fleet-1", "t1 other_fleet", False, "gap"),
+              ("p-write", "write", "fleet-10", "t1 other_fleet", False, "gap"),
+              ("p-tenant", "get", None, "other tenant", True, "gap"),
+              ("p-ok", "search_fleet", "fleet-1", "t1 other_fleet", False, "ok")]
+    for pid, path, named, principal, crossing, verdict in probes:
+        events.append({"phase": "probe", "probe_id": pid, "path": path, "who": "A.f0t1",
+                       "row_key": "r10", "fleets": named, "returned": verdict == "gap",
+                       "status": 200, "op": "POST /api/v1/search"})
+        events.append({"phase": "verdict", "probe_id": pid, "path": path,
+                       "principal": principal, "visibility": "scope_team", "expected": "deny",
+                       "verdict": verdict, "cross_tenant": crossing})
+    target = {"kind": "backend", "base_url": "http://127.0.0.1:1", "tenant_id": "t",
+              "server_profile": "backend-crewai", "label": "backend-crewai[idiomatic]",
+              "backend": "crewai", "backend_version": "1.15.30",
+              "backend_deployment": "idiomatic", "backend_store": "LanceDBStorage",
+              "backend_env": {"packages": {"crewai": "1.15.30"}}}
+    write_run(root, run_id, "matrix", events, profile="backend-crewai[idiomatic]",
+              kind="backend", params={"fleets": fleets, "random_probes": 200},
+              manifest_extra={"target": target})
+
+
+def test_verdicts_split_bug_from_missing_feature_and_mapping(tmp_path: Path) -> None:
+    """By construction: one bug, one missing feature, one adapter-made gap; the cross-tenant
+    success is the mapping's, not a bug; the bug gets a reproduction with its request and
+    answer; the world note says the backend's world is not the bundled profile's."""
+    from fleetprobe.analysis.sections.backends import promises, world
+
+    _crewai_run(tmp_path, "r-crewai", fleets=2)
+    write_run(tmp_path, "r-ref", "matrix", [], params={"fleets": 8, "random_probes": 10000})
+    results = Results.load(tmp_path, experiments=("matrix",))
+    try:
+        table, _, rows = promises.verdict_tables(results, tmp_path)
+        line = table.frame.set_index("deployment").loc["idiomatic"]
+        assert [int(line[promises.VERDICTS[v]]) for v in promises.ORDER] == [1, 1, 1, 0]
+        verdict_of = dict(zip(rows.probe_id, rows.promise_verdict, strict=True))
+        assert verdict_of == {"p-sibling": "breaks_promise", "p-write": "lacks_feature",
+                              "p-tenant": "adapter_mapping"}
+        from fleetprobe.analysis.sections import backends
+
+        crossing = backends.cross_tenant_table(backends.judged_probes(results, tmp_path))
+        assert crossing.frame.loc[0, "idiomatic: bug / lacks feature / adapter's mapping"] \
+            == "0 / 0 / 1"
+        repro = "\n".join(promises.bug_reproductions(results, tmp_path))
+        assert "- Request: `POST /api/v1/search` (search_fleet)" in repro
+        assert "fleets named `fleet-1`" in repro and "of fleet `fleet-10`" in repro
+        assert "crewAIInc/crewAI#7543" in repro
+        note = world.world_note(results, "matrix")
+        assert note.startswith("Not the same world") and "fleets 2 (profiles: 8)" in note
+        assert "random_probes 200 (profiles: 10,000)" in note
+    finally:
+        results.con.close()
+
+
+def test_world_note_says_same_footing_when_the_worlds_agree(tmp_path: Path) -> None:
+    from fleetprobe.analysis.sections.backends import world
+
+    _crewai_run(tmp_path, "r-crewai", fleets=8)
+    write_run(tmp_path, "r-ref", "matrix", [], params={"fleets": 8, "random_probes": 200})
+    results = Results.load(tmp_path, experiments=("matrix",))
+    try:
+        assert world.world_note(results, "matrix").startswith("Same footing")
+        assert not world.world_rows(results, "matrix").differs.any()
+    finally:
+        results.con.close()

@@ -1119,3 +1119,82 @@ CREATE VIEW dynamics_timeline AS
 SELECT run_id, run_profile AS profile, change_id, change, family, path, who, row_key,
        since_change_ms, "when", expected, verdict, returned
 FROM dynamics_verdicts WHERE verdict NOT IN ('n/a', 'error') AND path <> 'bulk_inflight';
+
+-- ---------------------------------------------------------------------------------------
+-- Backends judged by their own promise (issue 37). Each gap of a backend's matrix run gets a
+-- cause (the rules of sections/backends/attribution.py's classify_gap, in SQL) and then a
+-- verdict from `backend_promise_rules` (backend_promises_catalogue.yaml's verdict_rules,
+-- loaded by base/db.py): the first rule, in file order, whose non-null fields all match.
+-- breaks_promise = a bug against the backend's own documented scoping; lacks_feature = a
+-- MemClaw feature the backend never claims; adapter_mapping = a consequence of how the
+-- adapter maps tenants, default scopes and agent rows; unclassified = no rule matched.
+-- ---------------------------------------------------------------------------------------
+
+CREATE VIEW backend_promise_verdicts AS
+WITH gaps AS (
+    SELECT a.*, r.profile AS label,
+           regexp_extract(r.profile, '^backend-([a-z0-9]+)', 1) AS backend,
+           -- `backend-<name>` runs from before deployments are idiomatic
+           coalesce(nullif(regexp_extract(r.profile, '\[(idiomatic|strict)[,\]]', 1), ''),
+                    'idiomatic') AS deployment,
+           list_filter(string_split(coalesce(a.fleets, ''), ','), lambda f: f <> '') AS named
+    FROM backend_matrix_attribution a JOIN runs r USING (run_id)
+    WHERE a.verdict = 'gap' AND r.profile LIKE 'backend-%'
+), reach AS (
+    -- what a prefix match starts from: the fleets named, else the caller's home fleet
+    SELECT *, CASE WHEN len(named) = 0 AND home IS NOT NULL THEN [home] ELSE named END
+                  AS scope_fleets
+    FROM gaps
+), sibling AS (
+    -- the row's fleet is not one the request reached for but extends one as a string
+    -- (`fleet-10` for `fleet-1`): what a prefix match across a boundary returns, on any path
+    SELECT *, coalesce(row_fleet, '') <> '' AND NOT list_contains(scope_fleets, row_fleet)
+              AND len(list_filter(scope_fleets, lambda f: starts_with(row_fleet, f))) > 0
+                  AS sibling
+    FROM reach
+), caused AS (
+    SELECT *, CASE
+        WHEN cross_tenant THEN 'cross_tenant'
+        WHEN path IN ('get', 'patch', 'patch_content', 'delete') THEN 'by_id'
+        WHEN starts_with(path, 'search') OR starts_with(path, 'list')
+             OR starts_with(path, 'recall') THEN CASE
+            WHEN sibling THEN 'prefix_sibling'
+            WHEN len(named) > 0 AND list_contains(named, row_fleet)
+                THEN CASE WHEN visibility = 'scope_agent' THEN 'agent_row_named'
+                          ELSE 'named_fleet' END
+            WHEN len(named) > 0 THEN 'outside_named'
+            WHEN starts_with(coalesce(principal, ''), 'tenant key')
+                 OR ends_with(path, 'singular') THEN 'default_tenant_wide'
+            WHEN visibility = 'scope_agent' THEN 'agent_row_default'
+            ELSE 'default_scope' END
+        WHEN path = 'write' THEN 'write'
+        WHEN path = 'after_redistribute' THEN 'after_redistribute'
+        ELSE 'other' END AS cause
+    FROM sibling
+), first_rule AS (
+    SELECT c.run_id, c.probe_id, min(r.rule) AS rule
+    FROM caused c JOIN backend_promise_rules r
+      ON (r.backend IS NULL OR r.backend = c.backend)
+     AND (r.deployment IS NULL OR r.deployment = c.deployment)
+     AND regexp_full_match(c.cause, r.cause)
+     AND (r.path IS NULL OR regexp_full_match(c.path, r.path))
+     AND (r.visibility IS NULL OR regexp_full_match(coalesce(c.visibility, ''), r.visibility))
+     AND (r.principal IS NULL OR regexp_full_match(coalesce(c.principal, ''), r.principal))
+     AND (r.sibling IS NULL OR TRY_CAST(r.sibling AS BOOLEAN) = c.sibling)
+    GROUP BY ALL
+)
+SELECT c.run_id, c.probe_id, c.label, c.backend, c.deployment, c.path, c.principal,
+       c.visibility, c.cross_tenant, c.fleets, c.row_fleet, c.home, c.sibling, c.cause,
+       coalesce(r.verdict, 'unclassified') AS promise_verdict, r.basis, r.rule
+FROM caused c
+LEFT JOIN first_rule f ON f.run_id = c.run_id AND f.probe_id = c.probe_id
+LEFT JOIN backend_promise_rules r ON r.rule = f.rule
+ORDER BY c.run_id, c.probe_id;
+
+-- per backend run, verdict and basis: the gaps, and how many of them crossed tenants
+CREATE VIEW backend_promise_verdict_counts AS
+SELECT run_id, label, backend, deployment, promise_verdict, basis,
+       count(*)                                 AS gaps,
+       count(*) FILTER (WHERE cross_tenant)     AS cross_tenant_gaps
+FROM backend_promise_verdicts GROUP BY ALL
+ORDER BY run_id, promise_verdict, basis;

@@ -20,6 +20,11 @@ from fleetprobe.trace import COMMON_FIELDS, EVENTS_FILES, events_file, phase_fie
 
 # metrics.sql stays at the package's face: the one file a reviewer audits every metric in
 METRICS_SQL = Path(__file__).resolve().parent.parent / "metrics.sql"
+# each backend's promise and the rules that judge a backend gap by it (issue 37): its
+# `verdict_rules` become the table `backend_promise_rules` the metric views join
+PROMISES = METRICS_SQL.parent / "backend_promises_catalogue.yaml"
+RULE_FIELDS = ("backend", "deployment", "cause", "path", "visibility", "principal", "sibling",
+               "verdict", "basis")
 
 # DuckDB types of the fields that are not text; every other field EVENTS.md names is VARCHAR.
 BOOLEAN_FIELDS = (
@@ -167,6 +172,7 @@ def load_into(con: duckdb.DuckDBPyConnection, traces_root: Path,
             by_experiment.setdefault(m.get("experiment"), []).append(events_file(d))
     groups = _event_tables(con, by_experiment)
     _load_runs(con, manifests)
+    _load_promise_rules(con)
     # The metric views are bound (each expands the wide `events` union)
     # while other threads parse the traces into the tables they read, created empty above.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -255,6 +261,20 @@ def _load_runs(con: duckdb.DuckDBPyConnection, manifests: list[dict]) -> None:
         con.register("manifest_frame", frame)
         con.execute("INSERT INTO manifests SELECT * FROM manifest_frame")
         con.unregister("manifest_frame")
+
+
+def _load_promise_rules(con: duckdb.DuckDBPyConnection) -> None:
+    """`backend_promise_rules`: the catalogue's verdict rules, numbered in file order (the
+    first that matches a gap decides it)."""
+    import yaml
+
+    rules = yaml.safe_load(PROMISES.read_text(encoding="utf-8"))["verdict_rules"]
+    columns = ", ".join(f"{name} VARCHAR" for name in RULE_FIELDS)
+    con.execute(f"CREATE TABLE backend_promise_rules (rule INTEGER, {columns})")
+    marks = ", ".join(["?"] * (len(RULE_FIELDS) + 1))
+    con.executemany(f"INSERT INTO backend_promise_rules VALUES ({marks})",
+                    [[i, *(rule.get(name) for name in RULE_FIELDS)]
+                     for i, rule in enumerate(rules, start=1)])
 
 
 def read_manifest(run_dir: Path) -> dict:

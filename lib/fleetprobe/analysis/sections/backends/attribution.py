@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 
 import pandas as pd  # noqa: E402
 
+from fleetprobe.analysis.base.catalogues import catalogue  # noqa: E402
 from fleetprobe.analysis.base.results import Results  # noqa: E402
 from fleetprobe.analysis.base.stats import fmt_rate, rate  # noqa: E402
 from fleetprobe.analysis.base.tables import Table  # noqa: E402
@@ -19,12 +20,17 @@ from fleetprobe.analysis.sections.backends.common import (  # noqa: E402
     NO_MATRIX,
     _backend_matrix_runs,
     _matrix_probes,
+    shown,
     target_info,
 )
 
 # ---- attribution: each backend gap of the matrix classified by a rule over its trace
 
 BY_ID_PATHS = ("get", "patch", "patch_content", "delete")
+# the public bugs the matrix measures by version, and what was listed as one but is a
+# backend's documented behaviour (backend_promises_catalogue.yaml)
+KNOWN_BUGS = catalogue("backend_promises")["known_bugs"]
+NOT_BUGS = catalogue("backend_promises")["not_bugs"]
 READ_PREFIXES = ("search", "list", "recall")
 GAP_CLASSES = (
     "cross-tenant: another tenant's row",
@@ -141,41 +147,37 @@ def _check_classes(results: Results, counts: pd.DataFrame, label_of: dict[str, s
 
 def known_bugs_table(probes: pd.DataFrame, runs: pd.DataFrame,
                      traces_root: Path | None) -> Table:
-    """k/n per known public bug and version: the probes the bug could answer, and those that
-    returned or changed the row."""
+    """k/n per known public bug (backend_promises_catalogue.yaml's `known_bugs`) and version:
+    the probes the bug could answer, and those that returned or changed the row; each row
+    names the bug's public source and whether its text could be read here."""
     sibling_of = functools.cache(prefix_sibling)  # a few hundred distinct triples
     is_sibling = pd.Series([sibling_of(f, r, h) for f, r, h in zip(
         *_texts(probes, ["fleets", "row_fleet", "home"]), strict=True)], index=probes.index,
         dtype=bool) & probes.path.str.startswith(READ_PREFIXES)
-    is_by_id = probes.path.isin(BY_ID_PATHS) & (probes.expected == "deny")
-    bugs = []
+    rows = []
     for run in runs.itertuples():
-        mine = probes.run_id == run.run_id
         info = target_info(traces_root, run.run_id)
-        backend = info["backend"]
-        sibling, by_id = probes[mine & is_sibling], probes[mine & is_by_id]
-        if backend == "crewai":
-            bugs.append(("crewAIInc/crewAI#7543: recall matches a scope as a string prefix",
-                         info, sibling))
-        if backend == "langgraph":
-            bugs.append(("CVE-2026-71433 (as filed in issue 23): store search matches a "
-                         "namespace prefix across segments", info, sibling))
-        if backend == "mem0":
-            bugs.append(("mem0 by-id get/update/delete take no identity", info, by_id))
-    rows = [{"bug": bug, "backend": info["backend"], "store": info["store"],
-             "version": info["version"], "deployment": info["deployment"],
-             "k/n returned": fmt_rate(rate(int(part.returned.fillna(False).sum()),
-                                           len(part)))}
-            for bug, info, part in bugs]
+        part = probes[(probes.run_id == run.run_id) & is_sibling]
+        for bug in KNOWN_BUGS:
+            if bug["backend"] != info["backend"]:
+                continue
+            rows.append({"bug": bug["bug"], "backend": info["backend"], "store": info["store"],
+                         "version": info["version"], "deployment": info["deployment"],
+                         "k/n returned": fmt_rate(rate(int(part.returned.fillna(False).sum()),
+                                                       len(part))),
+                         "source": shown(bug["source"]),
+                         "source text read here": bug["read_here"],
+                         "read instead or beside": " ".join(
+                             shown(u) for u in bug.get("read_instead") or [])})
     frame = pd.DataFrame(rows)
     if not frame.empty:
         frame = frame.sort_values(["bug", "store", "version", "deployment"],
                                   kind="stable").reset_index(drop=True)
+    not_bugs = "; ".join(f"{n['what']}: {n['why']} ({shown(n['source'])})" for n in NOT_BUGS)
     return Table("backends_known_bugs", "Known public bugs, k/n by version", frame,
-                 "n = the matrix probes a bug could answer (read paths naming a fleet, or "
-                 "defaulting to a home fleet, that is a strict string prefix of the row's "
-                 "fleet; for mem0, by-id probes the policy denies), k = those that returned or "
-                 "changed the row; 95% Wilson intervals. version = the package that decides "
-                 "the store's behaviour: CVE-2026-71433 is in langgraph-checkpoint-sqlite / "
-                 "-postgres (InMemoryStore, in langgraph itself, is not the affected code).")
-
+                 "n = the matrix read probes whose row's fleet is one the request named, or "
+                 "the caller's home fleet, extended as a string (`fleet-10` for `fleet-1`), "
+                 "k = those that returned the row; 95% Wilson intervals. version = the "
+                 "package that decides the store's behaviour: CVE-2026-71433 is in "
+                 "langgraph-checkpoint-sqlite / -postgres (InMemoryStore, in langgraph itself, "
+                 "is not the affected code). Not a bug, so not listed: " + not_bugs + ".")

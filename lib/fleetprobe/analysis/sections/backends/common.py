@@ -114,3 +114,9 @@ def _cell(cell: dict[str, Any] | None) -> str:
 
 def _relative(files: dict[Path, bytes], out_dir: Path) -> dict[str, bytes]:
     return {path.relative_to(out_dir).as_posix(): data for path, data in files.items()}
+
+
+def shown(url: str) -> str:
+    """An address as the report page shows it: without the scheme (the page fetches and links
+    nothing outside itself; the catalogues keep the full URL)."""
+    return url.removeprefix("https://").removeprefix("http://")

@@ -25,6 +25,7 @@ from fleetprobe.analysis.sections.backends.common import (  # noqa: E402
     _save_png,
     target_info,
 )
+from fleetprobe.analysis.sections.backends.world import footnote  # noqa: E402
 
 # ---- rates per backend x deployment x store x version and path family ------------------
 
@@ -60,10 +61,15 @@ def judged_probes(results: Results, traces_root: Path | None,
     probes = probes.merge(info, on="run_id")
     probes["family"] = probes.path.map(family)
     probes["gap"] = probes.verdict == "gap"
-    return probes
+    verdicts = results.con.execute(
+        "SELECT run_id, probe_id, promise_verdict FROM backend_promise_verdicts "
+        "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(runs.run_id)]).df()
+    return probes.merge(verdicts, on=["run_id", "probe_id"], how="left")
 
 
 SIDE = ("idiomatic", "strict")
+# the three verdicts a cross-tenant success is split into (backend_promise_verdicts)
+VERDICT_SPLIT = ("breaks_promise", "lacks_feature", "adapter_mapping")
 
 
 def _side_by_side(judged: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -110,20 +116,38 @@ def rates_table(judged: pd.DataFrame) -> Table:
                  "version = the package that decides the store's behaviour.")
 
 
-def cross_tenant_table(judged: pd.DataFrame) -> Table:
-    """Probes of another tenant's rows, per backend x store x version, side by side."""
+def cross_tenant_table(judged: pd.DataFrame, world: str = "") -> Table:
+    """Probes of another tenant's rows, per backend x store x version, side by side, and the
+    successes split by verdict (`promise_verdict`, if `judged` carries it): a bug against
+    the backend's promise, a missing feature or the adapter's mapping."""
     name, title = "backends_cross_tenant", "Backends: cross-tenant probes that succeeded"
     crossing = judged[judged.cross_tenant] if not judged.empty else judged
     if crossing.empty:
         return Table(name, title, pd.DataFrame(), NO_MATRIX)
-    return Table(name, title, _side_by_side(crossing, ["backend", "store", "version"]),
-                 "Probes by a principal of the other tenant (same fleet names) of a row it "
-                 "must never see or change: k/n returned or changed it, 95% Wilson intervals. "
-                 "`idiomatic` keeps every tenant in one collection, table or store, `strict` "
-                 "one per tenant (docs/backends.md).")
+    frame = _side_by_side(crossing, ["backend", "store", "version"])
+    if "promise_verdict" in crossing.columns:
+        split = crossing[crossing.gap].groupby(
+            ["backend", "store", "version", "deployment", "promise_verdict"]).size()
+        for side in SIDE:
+            frame[f"{side}: bug / lacks feature / adapter's mapping"] = [
+                " / ".join(str(int(split.get((b, st, v, side, verdict), 0)))
+                           for verdict in VERDICT_SPLIT)
+                if f"{side}: gaps" in frame.columns and frame.loc[i, f"{side}: gaps"] != "-"
+                else "-"
+                for i, (b, st, v) in enumerate(zip(frame.backend, frame.store, frame.version,
+                                                   strict=True))]
+    return Table(name, title, frame,
+                 ("Probes by a principal of the other tenant (same fleet names) of a row it "
+                  "must never see or change: k/n returned or changed it, 95% Wilson intervals; "
+                  "the successes split into breaks the backend's own promise / lacks the "
+                  "feature / follows from the adapter's mapping (backend_promise_verdicts). "
+                  "`idiomatic` keeps every tenant in one collection, table or store (the "
+                  "adapter's mapping of MemClaw's tenants), `strict` one per tenant "
+                  f"(docs/backends.md). {world}").strip())
 
 
-def overview_figure(judged: pd.DataFrame, out_dir: Path) -> tuple[dict[Path, bytes], str]:
+def overview_figure(judged: pd.DataFrame, out_dir: Path, world: str = ""
+                    ) -> tuple[dict[Path, bytes], str]:
     """At a glance: one heat map per deployment, a row per backend x store x version and a
     column per path family, coloured by gap rate and labelled k/n."""
     if judged.empty:
@@ -160,6 +184,7 @@ def overview_figure(judged: pd.DataFrame, out_dir: Path) -> tuple[dict[Path, byt
     fig.suptitle("Governance-matrix gaps (returned or changed what the policy denies): "
                  "k/n per path family, darker = more, grey = not run", fontsize=9)
     _fit_margins(fig, labels, families, rotation=30, size=7)
+    footnote(fig, world)
     return _save_png(fig, out_dir, "backends_overview", dpi=150), ""
 
 

@@ -26,6 +26,7 @@ from fleetprobe.analysis.sections.backends.common import (  # noqa: E402
     _why,
     backend_of,
 )
+from fleetprobe.analysis.sections.backends.world import footnote  # noqa: E402
 from fleetprobe.policy import PATHS  # noqa: E402
 
 # (metric view row, experiment, what it counts, the signal a governed store keeps low/high)
@@ -160,7 +161,7 @@ def _row(profile: str, metric: str, label: str, run: Any, counts: Counts,
 
 
 def backends_figure(results: Results, out_dir: Path, table: Table | None = None,
-                    ) -> tuple[dict[Path, bytes], str]:
+                    world: str = "") -> tuple[dict[Path, bytes], str]:
     """Leak rates per target with Wilson intervals (applicable metrics only)."""
     table = table if table is not None else backends_table(results)
     if table.empty:
@@ -198,6 +199,7 @@ def backends_figure(results: Results, out_dir: Path, table: Table | None = None,
     ax.legend(fontsize=7, title="target", title_fontsize=8, loc="upper left",
               bbox_to_anchor=(1.01, 1.0))  # beside the axes, never over a bar
     fig.tight_layout()
+    footnote(fig, world)  # where the backends' leakage world differs from the profiles'
     # 150 dpi like the other figures: at the default 100 its 7 pt legend was hard to read
     return _save_png(fig, out_dir, "backends_leakage", dpi=150), ""
 
