@@ -920,18 +920,77 @@ FROM v GROUP BY run_id;
 -- each gap by a rule over these fields): the verdict, the fleets the request named, whether
 -- it returned the row, the row's observed fleet (census) and the prober's home fleet.
 CREATE VIEW backend_matrix_attribution AS
-SELECT v.run_id, v.probe_id, v.path, v.principal, v.visibility, v.expected, v.verdict,
-       coalesce(v.cross_tenant, false) AS cross_tenant, p.fleets, p.returned,
-       c.fleet AS row_fleet, a.home
-FROM events v
-JOIN events p ON p.run_id = v.run_id AND p.phase = 'probe' AND p.probe_id = v.probe_id
-LEFT JOIN (SELECT DISTINCT run_id, row_key, fleet FROM events WHERE phase = 'census_row') c
-       ON c.run_id = v.run_id AND c.row_key = p.row_key
-LEFT JOIN (SELECT DISTINCT run_id, who, home FROM events
-           WHERE phase = 'census_agent' AND step = 'before') a
-       ON a.run_id = v.run_id AND a.who = p.who
-WHERE v.experiment = 'matrix' AND v.phase = 'verdict' AND v.verdict NOT IN ('n/a', 'error')
-ORDER BY v.run_id, v.probe_id;
+WITH probes AS (
+    SELECT v.run_id, v.probe_id, v.path, v.principal, v.visibility, v.expected, v.verdict,
+           coalesce(v.cross_tenant, false) AS cross_tenant, p.fleets, p.returned,
+           c.fleet AS row_fleet, a.home,
+           list_filter(string_split(coalesce(p.fleets, ''), ','), lambda f: f <> '') AS named
+    FROM events v
+    JOIN events p ON p.run_id = v.run_id AND p.phase = 'probe' AND p.probe_id = v.probe_id
+    LEFT JOIN (SELECT DISTINCT run_id, row_key, fleet FROM events WHERE phase = 'census_row') c
+           ON c.run_id = v.run_id AND c.row_key = p.row_key
+    LEFT JOIN (SELECT DISTINCT run_id, who, home FROM events
+               WHERE phase = 'census_agent' AND step = 'before') a
+           ON a.run_id = v.run_id AND a.who = p.who
+    WHERE v.experiment = 'matrix' AND v.phase = 'verdict' AND v.verdict NOT IN ('n/a', 'error')),
+scoped AS (
+    SELECT *, CASE WHEN len(named) > 0 THEN named
+                   WHEN coalesce(home, '') <> '' THEN [home] ELSE []::VARCHAR[] END AS scope
+    FROM probes)
+SELECT * EXCLUDE (scope),
+       -- the row's fleet is not one the request named (else the caller's home fleet, its
+       -- default scope) but extends one as a string (`fleet-10` for `fleet-1`): what a prefix
+       -- match across a boundary returns
+       coalesce(row_fleet, '') <> '' AND NOT list_contains(scope, row_fleet)
+           AND len(list_filter(scope, lambda f: starts_with(row_fleet, f))) > 0
+           AS prefix_sibling
+FROM scoped
+ORDER BY run_id, probe_id;
+
+-- each gap of a matrix run with its cause: the first rule that holds (so each run's causes sum
+-- to its gap count) over what the trace recorded (backend_matrix_attribution): the fleets the
+-- request named, the row's observed fleet and visibility, who asked and its home fleet.
+-- cause_rank orders the causes as the report lists them
+CREATE VIEW backend_gap_classes AS
+WITH gaps AS (
+    SELECT *, starts_with(path, 'search') OR starts_with(path, 'list')
+                  OR starts_with(path, 'recall') AS is_read
+    FROM backend_matrix_attribution WHERE verdict = 'gap'),
+ranked AS (
+    SELECT run_id, probe_id, path, principal, CASE
+        WHEN cross_tenant THEN 1
+        WHEN path IN ('get', 'patch', 'patch_content', 'delete') THEN 2
+        WHEN is_read AND prefix_sibling THEN 3
+        WHEN is_read AND len(named) > 0 AND coalesce(list_contains(named, row_fleet), false)
+             THEN CASE WHEN visibility = 'scope_agent' THEN 4 ELSE 5 END
+        WHEN is_read AND len(named) > 0 THEN 9
+        WHEN is_read AND (starts_with(coalesce(principal, ''), 'tenant key')
+                          OR ends_with(path, 'singular')) THEN 6
+        WHEN is_read THEN CASE WHEN visibility = 'scope_agent' THEN 7 ELSE 8 END
+        WHEN path = 'write' THEN 10
+        WHEN path = 'after_redistribute' THEN 11
+        ELSE 12 END AS cause_rank
+    FROM gaps)
+SELECT run_id, probe_id, path, principal, cause_rank, [
+    'cross-tenant: another tenant''s row',
+    'by id: read or change without the caller''s scope',
+    'prefix sibling: the row''s fleet extends a fleet the request named',
+    'agent-scoped row in a fleet the request named',
+    'fleet named by the request (no trust ladder)',
+    'default tenant-wide scope (no fleet named, tenant key or singular field)',
+    'agent-scoped row in the caller''s default scope',
+    'default scope',
+    'read outside the fleets the request named',
+    'write into a fleet the request named (no write gate)',
+    'read after a redistribute the backend does not have (the row never moved)',
+    'other'][cause_rank] AS cause
+FROM ranked
+ORDER BY run_id, probe_id;
+
+CREATE VIEW backend_gap_class_counts AS
+SELECT c.run_id, r.profile, c.cause_rank, c.cause, count(*) AS gaps
+FROM backend_gap_classes c JOIN runs r USING (run_id)
+GROUP BY ALL ORDER BY c.run_id, c.cause_rank;
 
 CREATE VIEW backend_matrix_paths AS
 SELECT run_id, run_profile AS profile, path,

@@ -17,10 +17,9 @@ from pathlib import Path
 from fleetprobe.analysis.base.figures import FigureOutput
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish
 from fleetprobe.analysis.sections.backends.attribution import (
-    GAP_CLASSES,
     _check_classes,
     attribution_tables,
-    classify_gap,
+    gap_class_counts,
 )
 from fleetprobe.analysis.sections.backends.common import (
     EXPERIMENTS,
@@ -47,9 +46,9 @@ from fleetprobe.analysis.sections.backends.targets import (
     reproductions,
 )
 
-__all__ = ["EXPERIMENTS", "GAP_CLASSES", "KEY", "NO_MATRIX", "NO_RUNS", "TITLE",
+__all__ = ["EXPERIMENTS", "KEY", "NO_MATRIX", "NO_RUNS", "TITLE",
            "_backend_matrix_runs", "_check_classes", "attribution_tables", "backends_figure",
-           "backends_table", "build", "classify_gap", "cross_tenant_table", "family",
+           "backends_table", "build", "cross_tenant_table", "family", "gap_class_counts",
            "judged_probes", "matrix_paths_table", "overview_figure", "rates_table",
            "reproductions"]
 
@@ -65,8 +64,8 @@ def build(context: Context) -> SectionOutput:
                                "backend_not_applicable"))
         matrix = replace(matrix_paths_table(results), views=("backend_matrix_paths",))
         probes = _matrix_probes(results, list(_backend_matrix_runs(results).run_id))
-        classes, known = (replace(t, views=("backend_matrix_attribution",))
-                          for t in attribution_tables(results, context.traces_root, probes))
+        classes, known = attribution_tables(results, context.traces_root, probes)
+        known = replace(known, views=("backend_matrix_attribution",))
         judged = judged_probes(results, context.traces_root, probes)
         rates, crossing = (replace(t, views=("backend_matrix_attribution",)) for t in
                            (rates_table(judged), cross_tenant_table(judged)))
