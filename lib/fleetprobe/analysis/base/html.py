@@ -66,11 +66,6 @@ def figure_html(name: str, figure, out_dir: Path) -> str:
             f"</figcaption>{sql_html(figure)}</figure>")
 
 
-# A table longer than this shows its first rows on the page and links its files for the rest
-# (the matrix's gap list has 5,000 rows: a page no one scrolls, seconds for a browser to lay out)
-MAX_PAGE_ROWS = 500
-
-
 def table_html(name: str, table, out_dir: Path) -> str:
     if table is None:
         return f"<p class='missing' id='table-{_e(name)}'>{_e(name)}: not produced.</p>"
@@ -79,9 +74,11 @@ def table_html(name: str, table, out_dir: Path) -> str:
             + (f" <small>({', '.join(files)})</small>" if files else "") + "</h3>")
     if table.empty:
         return f"{head}<p class='missing'>{_e(table.note)}</p>{sql_html(table)}"
-    rendered = frame_html(blank_missing(table.frame.head(MAX_PAGE_ROWS)))
-    if len(table.frame) > MAX_PAGE_ROWS:
-        rendered += (f"<p class='note'>The first {MAX_PAGE_ROWS:,} of {len(table.frame):,} "
+    # a long table shows its first rows (tables.SHOWN_ROWS) and links its CSV for the rest:
+    # no page over tables.PAGE_LIMIT bytes
+    rendered = frame_html(blank_missing(table.shown))
+    if len(table.shown) < len(table.frame):
+        rendered += (f"<p class='note'>The first {len(table.shown):,} of {len(table.frame):,} "
                      f"rows; every row is in {', '.join(files) or 'the table files'}.</p>")
     note = f"<p class='note'>{_e(table.note)}</p>" if table.note else ""
     return f"{head}<div class='scroll'>{rendered}</div>{note}{sql_html(table)}"

@@ -53,3 +53,24 @@ def label_claims(results: Any) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def is_loopback(base_url: str | None) -> bool:
     return (urlsplit(base_url or "").hostname or "") in LOOPBACK_HOSTS
+
+
+# the matrix's paths in families a reader compares across targets (policy.PATHS); a path in
+# none of them (contradictions, entity, agent records, ...) is `other`
+PATH_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("read by id", ("get",)),
+    ("search / recall", ("search", "recall")),
+    ("list", ("list",)),
+    ("change by id", ("patch", "delete", "after_redistribute")),
+    ("write", ("write", "bulk_write", "entity_upsert")),
+    ("reveal", ("dup_", "idempotency", "bulk_attempt")),
+)
+OTHER_FAMILY = "other"
+
+
+def path_family(path: str) -> str:
+    """The family of a matrix path (`other` for contradictions, entity, agent records, ...)."""
+    for name, prefixes in PATH_FAMILIES:
+        if path.startswith(prefixes):
+            return name
+    return OTHER_FAMILY
