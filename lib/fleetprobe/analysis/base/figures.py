@@ -53,6 +53,32 @@ CROSS_RUN_LATENCY_NOTE = (
     "latencies are not compared here (tables/profiles.md lists each run's own numbers).")
 
 
+def n_range(values: pd.Series | list[int]) -> str:
+    """The n of a figure's bars as a caption says it: `164`, or `6-164` when they differ."""
+    ns = sorted({int(v) for v in values})
+    if not ns:
+        return "0"
+    return str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
+
+
+def n_by_group(frame: pd.DataFrame, groups: list[str], label: str) -> str:
+    """`<group> n = <range>` for each group of a figure's bars (its `n` column), and the
+    `label`s whose n is not the group's most common one (smaller runs, said by name)."""
+    parts, apart = [], {}
+    for key, part in frame.groupby(groups, sort=False):
+        name = " ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+        parts.append(f"{name} n = {n_range(part.n)}")
+        usual = part.n.astype(int).mode().max()
+        for row in part[part.n.astype(int) != usual].itertuples():
+            apart.setdefault(str(getattr(row, label)), set()).add(int(row.n))
+    text = "; ".join(parts)
+    if apart:
+        text += " (n differs for " + ", ".join(
+            f"{k}: {'/'.join(str(n) for n in sorted(v))}" for k, v in sorted(apart.items())
+        ) + ")"
+    return text
+
+
 @dataclass
 class FigureOutput:
     name: str
