@@ -55,6 +55,13 @@ def is_loopback(base_url: str | None) -> bool:
     return (urlsplit(base_url or "").hostname or "") in LOOPBACK_HOSTS
 
 
+def latency_comparable(target_kind: str | None, base_url: str | None) -> bool:
+    """A run's latency compares with the paper's (memclaw.net, a production service) only when
+    it measured a live service over a network: the bundled server, an engine or anything on
+    loopback shares a loaded machine with the harness."""
+    return target_kind == "live" and not is_loopback(base_url)
+
+
 # the matrix's paths in families a reader compares across targets (policy.PATHS); a path in
 # none of them (contradictions, entity, agent records, ...) is `other`
 PATH_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (

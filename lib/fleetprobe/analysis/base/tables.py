@@ -68,7 +68,9 @@ class Table:
         """<name>.csv, .md and .tex (those of `formats`) by path under the output directory;
         an empty table says why in md and tex; a long one shows its first rows in md and tex,
         and a CSV over PAGE_LIMIT is written in parts (`csv_files`)."""
-        body = f"_{self.note}_" if self.empty else self.markdown
+        # the md file sits beside the CSV: it names it without the folder
+        body = f"_{self.note}_" if self.empty else on_page(self.frame, self.name, csv=self.csv,
+                                                           where=f"{self.name}.csv")
         note = f"\n\n{self.note}" if self.note and not self.empty else ""
         rest = f" (first {len(self.shown)} of {len(self.frame)} rows; every row in " \
                f"{self.name}.csv)" if self.long else ""
@@ -92,14 +94,15 @@ def is_long(frame: pd.DataFrame, csv: str | None = None) -> bool:
 
 
 def on_page(frame: pd.DataFrame, name: str, *, csv: str | None = None,
-            rows: int = SHOWN_ROWS) -> str:
+            rows: int = SHOWN_ROWS, where: str | None = None) -> str:
     """The frame as a Markdown table for a page: all of it when it is short, else its first
-    `rows` rows and a line naming `tables/<name>.csv`, which holds every row (a section that
-    writes the frame as a Table of that name; a CSV in parts is listed there)."""
+    `rows` rows and a line naming `tables/<name>.csv` (or `where`, the path from the page),
+    which holds every row (a section that writes the frame as a Table of that name; a CSV in
+    parts is listed there)."""
     if not is_long(frame, csv) or len(frame) <= rows:
         return markdown(frame)
     return (markdown(frame.head(rows)) + f"\n\n_The first {rows} of {len(frame):,} rows; "
-            f"every row: `tables/{name}.csv`._")
+            f"every row: `{where or f'tables/{name}.csv'}`._")
 
 
 def csv_files(frame: pd.DataFrame, name: str, folder: str = "tables",

@@ -16,6 +16,7 @@ from fleetprobe.analysis.base.figures import (
     distribution,
     n_by_group,
     none_note,
+    paper_latency,
     paper_state_run,
     plt,
     profile_order,
@@ -243,7 +244,8 @@ def fig3_search_latency(results: Results, out_dir: Path) -> FigureOutput:
                          results.measured_latency("leakage_search_latency", run.run_id),
                          "search latency (ms)", "search probes (count)", run,
                          f"Answered search probes of the documented variant ({write} x {search}).",
-                         views=("leakage_probes", "leakage_search_latency"))
+                         views=("leakage_probes", "leakage_search_latency"),
+                         paper=paper_latency(results, "leakage_search_latency"))
 
 
 def _leakage_rates(results: Results) -> pd.DataFrame:
