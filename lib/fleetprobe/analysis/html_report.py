@@ -178,7 +178,7 @@ def _overview(key: str, section: Any, out_dir: Path) -> str:
 def _nav(sections: dict[str, Any]) -> str:
     links = [("summary", "Summary"), ("verdict-table-heading", "Verdict"),
              *((k, s.title) for k, s in sections.items()),
-             ("notebooks", "Notebooks"), ("runs", "Runs"), ("sql", "SQL views")]
+             ("notebooks", "Notebooks"), ("runs", "Runs")]
     return "<nav>" + "".join(f"<a href='#{_e(k)}'>{_e(t)}</a>" for k, t in links) + "</nav>"
 
 
