@@ -1,12 +1,16 @@
-"""reports/index.html: the reviewer's page, composed from the report's sections.
+"""reports/index.html: the reviewer's page, composed from the report's sections, and the pages
+it links.
 
-One self-contained file (inline CSS, no script, no CDN; figures are the relative PNG files
-beside it), so it opens from file:// on a machine with no network. It opens on a summary
-(claims per status, the claims that differ and why, a card per target), then the verdict
-table (status coloured, the basis of each reproduced claim, each claim linked to its paper
-section and to the trace folders of the runs it rests on), then one part per registered
-section (its HTML fragment: sentence, links to its notebook, SQL views and trace folders,
-figures and tables), the executed notebooks and the runs.
+Self-contained files (inline CSS, no script, no CDN; figures are the relative PNG files
+beside them), so they open from file:// on a machine with no network, none over
+`tables.PAGE_LIMIT` bytes. index.html opens on a summary (claims per status, the claims that
+differ and why, a card per target), then the verdict table of the profiles the paper's claims
+name (status coloured, the basis of each reproduced claim, each claim linked to its paper
+section and to the trace folders of the runs it rests on) and a link per other target label
+to its own verdict page (`verdicts-<label>.html`), then one part per registered section (its
+sentence and figures) linking the section's own page (`section-<key>.html`: its HTML
+fragment with links to its notebook, SQL views and trace folders, figures and tables, and the
+SQL of every view it reads, each once), the executed notebooks and the runs.
 """
 
 from __future__ import annotations
