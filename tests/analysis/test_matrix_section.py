@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -60,7 +59,8 @@ def test_oracles_and_side_effects_each_get_a_table_with_an_example_probe(reworke
     assert effects[["path", "count", "example_probe"]].values.tolist() == [
         ["dup_fast", 2, "o0+effect"]]
     assert "registers the unknown agent id" in effects.what[0]
-    assert "## Existence oracles" in reworked.markdown and "o0+effect" in reworked.markdown
+    page = "".join(reworked.pages.values())
+    assert "## Existence oracles" in page and "o0+effect" in page
 
 
 def test_not_applicable_probes_are_grouped_by_reason(reworked):
@@ -108,7 +108,7 @@ def test_a_run_from_before_the_rework_shows_zero_and_empty_tables(tmp_path):
     for name in ("matrix_oracles", "matrix_side_effects", "matrix_na_reasons",
                  "matrix_entity_census"):
         assert table(section, name).empty, name
-    assert "no entity census in these runs" in section.markdown
+    assert "no entity census in this run" in "".join(section.pages.values())
 
 
 @pytest.mark.parametrize("path", NEW_PATHS)
@@ -133,44 +133,35 @@ def _cells(targets: dict[str, dict[tuple[str, str], tuple[int, int, int]]]) -> p
                          for (who, path), (n, g, m) in cells.items()])
 
 
-def test_heatmap_grids_are_gap_shares_with_nan_where_nothing_was_judged():
+def test_heatmap_grids_sum_each_family_with_its_n():
     cells = _cells({"hardened": {("t1 own", "get"): (4, 1, 0), ("t1 own", "list"): (0, 0, 2)},
-                    "naive": {("t1 own", "get"): (2, 1, 0), ("t1 own", "list"): (3, 3, 1)}})
-    share, missed = figure.heatmap_grids(cells, ["hardened", "naive"], ["t1 own", "t2 own"],
-                                         ["get", "list"])
-    assert share.shape == missed.shape == (2, 2, 2)
-    assert share[0, 0].tolist() == [0.25, pytest.approx(float("nan"), nan_ok=True)]
-    assert share[1, 0].tolist() == [0.5, 1.0]
-    assert pd.isna(share[:, 1]).all()  # t2 own: never probed
-    assert missed[:, 0].tolist() == [[False, True], [False, True]]
+                    "naive": {("t1 own", "get"): (2, 1, 0), ("t2 own", "get"): (3, 3, 1)}})
+    gaps, n, misses = figure.heatmap_grids(cells, ["hardened", "naive"])
+    read, listed = figure.FAMILIES.index("read by id"), figure.FAMILIES.index("list")
+    assert gaps.shape == n.shape == misses.shape == (2, len(figure.FAMILIES))
+    assert (gaps[0, read], n[0, read]) == (1, 4) and (gaps[1, read], n[1, read]) == (4, 5)
+    assert misses[0, listed] == 2 and misses[1, read] == 1
+    assert figure.cell_text(4, 5, 1) == "4/5 +1m" and figure.cell_text(0, 0, 0) == "-"
 
 
-def test_heatmap_is_one_png_with_every_panel_labelled(tmp_path):
+def test_heatmap_is_one_png_a_row_per_target_at_page_width():
     from PIL import Image
 
-    targets = [f"target-{i}" for i in range(4)]  # two panel rows, the second half empty
+    targets = [f"target-{i}" for i in range(4)]
     whos, paths = list(matrix.PRINCIPALS[:3]), list(matrix.PATH_ORDER[:5])
     cells = _cells({t: {(w, p): (2, i % 3, 0) for w in whos for p in paths}
                     for i, t in enumerate(targets)})
-    image = Image.open(io.BytesIO(matrix.heatmap(cells))).convert("L")
+    image = Image.open(io.BytesIO(matrix.heatmap(cells)))
     dpi = figure.HEATMAP_DPI
-    panel_w, panel_h = figure.CELL_W * len(paths), figure.CELL_H * len(whos)
-    width = figure.LEFT + 3 * panel_w + 2 * figure.PANEL_GAP + figure.RIGHT
-    assert image.width == round(width * dpi)
+    width = figure.LEFT + figure.CELL_W * len(figure.FAMILIES) + figure.RIGHT
+    assert image.width == round(width * dpi) and width <= 10  # a page's width, no wider
+    assert image.height == round((figure.TOP + figure.CELL_H * len(targets)
+                                  + figure.BOTTOM) * dpi)
 
-    def inked(left: float, top: float, right: float, bottom: float) -> bool:
-        box = tuple(round(v * dpi) for v in (left, top, right, bottom))
-        return int(np.asarray(image.crop(box)).min()) < 100  # dark text pixels
 
-    for i in range(4):  # path labels under every panel, principal labels left of each row
-        row, col = divmod(i, 3)
-        x0 = figure.LEFT + col * (panel_w + figure.PANEL_GAP)
-        top = figure.TOP + row * (figure.PANEL_TOP + panel_h + figure.PANEL_BOTTOM) \
-            + figure.PANEL_TOP
-        assert inked(x0, top + panel_h + 0.02, x0 + panel_w, top + panel_h + 0.5), i
-        if col == 0:
-            assert inked(0.1, top, figure.LEFT - 0.02, top + panel_h), i
-    # no labels where no panel is (the second row's empty slots)
-    x_empty = figure.LEFT + 1 * (panel_w + figure.PANEL_GAP)
-    top = figure.TOP + figure.PANEL_TOP + panel_h + figure.PANEL_BOTTOM + figure.PANEL_TOP
-    assert not inked(x_empty, top + panel_h + 0.02, x_empty + 2 * panel_w, top + panel_h + 0.5)
+def test_each_target_has_a_page_with_n_per_cell(reworked):
+    assert reworked.pages and all(name.startswith("matrix/") for name in reworked.pages)
+    page = next(iter(reworked.pages.values()))
+    assert "## Grid: principal x path family" in page and "/" in page
+    assert "../MATRIX.md" in page
+    assert all(name in reworked.markdown for name in reworked.pages)

@@ -43,3 +43,19 @@ def test_interval_overlap():
     assert rate(72, 164).overlaps(rate(80, 164))
     assert not rate(72, 164).overlaps(rate(0, 164))
     assert not rate(0, 0).overlaps(rate(0, 10))
+
+
+def test_one_minus_product_holds_jointly_and_leaves_out_parts_with_no_trials():
+    from fleetprobe.analysis.base.stats import one_minus_product, wilson
+
+    product = one_minus_product([(2, 40), (0, 100), (0, 0)])
+    assert product.parts == 2  # the part with no trials is not applicable
+    assert product.value == pytest.approx((1 - 2 / 40) * 1.0)
+    # each measured part at 1 - 0.05/2, the product's bounds from the parts' bounds
+    lo1, hi1 = wilson(2, 40, 0.975)
+    lo2, hi2 = wilson(0, 100, 0.975)
+    assert product.low == pytest.approx((1 - hi1) * (1 - hi2))
+    assert product.high == pytest.approx((1 - lo1) * (1 - lo2))
+    assert product.low < product.value <= product.high
+    assert one_minus_product([(2, 40)]).low > product.low  # one part: a narrower interval
+    assert one_minus_product([(0, 0)]).parts == 0

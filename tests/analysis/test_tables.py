@@ -3,6 +3,7 @@ LaTeX as tabulate's latex_booktabs), and a table's files are its csv, md and tex
 
 from __future__ import annotations
 
+import io
 import math
 
 import pandas as pd
@@ -61,3 +62,34 @@ def test_a_tables_files_are_its_formats():
     assert Table("t", "t", MIXED, formats=("csv",)).files().keys() == {"tables/t.csv"}
     empty = Table("e", "Empty", MIXED.iloc[0:0], note="nothing yet").files()
     assert empty["tables/e.tex"] == b"% nothing yet\n"
+
+
+def test_a_long_table_shows_its_first_rows_and_names_its_csv():
+    from fleetprobe.analysis.base import tables
+
+    long = pd.DataFrame({"target": ["a"] * 400 + ["b"] * 400,
+                         "text": [f"row {i} " + "x" * 40 for i in range(800)]})
+    table = Table("long", "Long", long)
+    assert table.long and len(table.shown) == tables.SHOWN_ROWS
+    assert "every row: `tables/long.csv`" in table.markdown
+    assert table.markdown.count("\n| ") == tables.SHOWN_ROWS  # rows after the separator
+    short = Table("short", "Short", long.head(5))
+    assert not short.long and short.markdown == markdown(long.head(5))
+    assert f"first {tables.SHOWN_ROWS} of 800 rows" in table.files()["tables/long.tex"].decode()
+
+
+def test_a_csv_over_the_page_limit_is_written_in_parts_each_under_it(monkeypatch):
+    from fleetprobe.analysis.base import tables
+
+    monkeypatch.setattr(tables, "PAGE_LIMIT", 4_000)
+    frame = pd.DataFrame({"target": ["a[x,1]"] * 150 + ["b"] * 20,
+                          "text": [f"row {i}, \"quoted\"\nline" for i in range(170)]})
+    files = tables.csv_files(frame, "big", split_by="target")
+    listed = pd.read_csv(io.BytesIO(files["tables/big.csv"]))
+    assert all(len(data) <= 4_000 for data in files.values())
+    assert listed.rows.sum() == len(frame) and set(listed.part) == {"a[x,1]", "b"}
+    parts = [pd.read_csv(io.BytesIO(files[f"tables/{f}"])) for f in listed.file]
+    assert pd.concat(parts, ignore_index=True).equals(frame)
+    assert "tables/big/b.csv" in files and "tables/big/a-x-1-01.csv" in files
+    small = tables.csv_files(frame.head(3), "small")
+    assert list(small) == ["tables/small.csv"]

@@ -4,7 +4,6 @@ causes agree with the attribution rule and every gap gets exactly one verdict.""
 
 from __future__ import annotations
 
-import functools
 import re
 from pathlib import Path
 
@@ -13,16 +12,12 @@ import pytest
 from fleetprobe.analysis.base.catalogues import catalogue
 from fleetprobe.analysis.base.results import Results
 from fleetprobe.analysis.sections import backends
-from fleetprobe.analysis.sections.backends import GAP_CLASSES, classify_gap, promises
+from fleetprobe.analysis.sections.backends import promises
 
 TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
 PROMISES = catalogue("backend_promises")
 URL = re.compile(r"^https://\S+$")
 THREE = {"breaks_promise", "lacks_feature", "adapter_mapping"}
-# metrics.sql's cause keys, in the order of attribution.GAP_CLASSES
-CAUSES = ("cross_tenant", "by_id", "prefix_sibling", "agent_row_named", "named_fleet",
-          "default_tenant_wide", "agent_row_default", "default_scope", "outside_named", "write",
-          "after_redistribute", "other")
 
 
 @pytest.mark.parametrize("backend", sorted(PROMISES["backends"]))
@@ -72,14 +67,17 @@ def committed() -> Results:
     results.con.close()
 
 
-def test_sql_causes_agree_with_the_attribution_rule(committed: Results) -> None:
-    rows = committed.con.execute(
-        "SELECT path, fleets, row_fleet, visibility, cross_tenant, principal, home, cause "
-        "FROM backend_promise_verdicts").fetchall()
-    classify = functools.cache(classify_gap)
-    assert rows
-    for *gap, cause in rows:
-        assert GAP_CLASSES[CAUSES.index(cause)] == classify(*gap[:4], bool(gap[4]), *gap[5:])
+def test_every_backend_gap_gets_one_cause_and_one_verdict(committed: Results) -> None:
+    """backend_promise_verdicts judges each gap of backend_gap_classes once: the same probes,
+    no probe twice, none left unclassified."""
+    gaps = committed.con.execute(
+        "SELECT run_id, probe_id FROM backend_gap_classes JOIN runs USING (run_id) "
+        "WHERE profile LIKE 'backend-%' ORDER BY ALL").fetchall()
+    judged = committed.con.execute(
+        "SELECT run_id, probe_id, promise_verdict FROM backend_promise_verdicts "
+        "ORDER BY run_id, probe_id").fetchall()
+    assert gaps and [g for g in gaps] == [(r, p) for r, p, _ in judged]
+    assert {v for _, _, v in judged} <= THREE
 
 
 def test_committed_verdicts_split_three_ways(committed: Results) -> None:

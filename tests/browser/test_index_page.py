@@ -102,13 +102,30 @@ def browser_page(tmp_path_factory):
             context.close()
 
 
-def _check(shown: dict, claims: int) -> None:
+def _check(shown: dict, claims: int | None = None) -> None:
     assert shown["errors"] == []
     assert shown["outside"] == [], "the page must not reach the network"
     assert all(width for _, width in shown["images"]), \
         [src for src, width in shown["images"] if not width]
-    assert shown["claims"] == claims
+    if claims is not None:
+        assert shown["claims"] == claims
     assert set(shown["statuses"]) <= {"reproduced", "differs", "not comparable", "not measured"}
+
+
+def _linked_pages(browser_page, index: Path) -> dict[str, dict]:
+    """Every other page beside index.html (section-*.html, verdicts-*.html), each checked as
+    index.html is: it loads from file:// alone, every image it shows loads."""
+    shown = {}
+    for page in sorted(index.parent.glob("*.html")):
+        if page != index:
+            shown[page.name] = browser_page(page, f"{page.stem}.png")
+            _check(shown[page.name])
+    return shown
+
+
+def _own(verdicts, built_or_claims) -> int:
+    own = set(built_or_claims)
+    return sum(v.profile in own for v in verdicts)
 
 
 @pytest.mark.skipif(not any(TRACES.glob("*/manifest.json")), reason="no committed traces")
@@ -116,7 +133,11 @@ def test_a_fresh_report_renders_in_chromium(browser_page, tmp_path):
     out = tmp_path / "reports"
     built = report.build(TRACES, out)
     shown = browser_page(built["index"], "index.png")
-    _check(shown, len(built["verdicts"]))
+    own = _own(built["verdicts"], built["claim_profiles"])
+    _check(shown, own)
+    others = _linked_pages(browser_page, built["index"])
+    assert own + sum(p["claims"] for p in others.values()) == len(built["verdicts"])
+    assert {f"section-{key}.html" for key in sections.REGISTRY} <= set(others)
     assert len(shown["images"]) == sum(bool(f.paths) for f in built["figures"].values()) > 0
     assert "paper versus reproduction" in shown["title"]
     # the page opens on the summary, and its navigation reaches every section
@@ -140,10 +161,14 @@ def test_the_committed_page_renders_in_chromium(browser_page, tmp_path):
     copy = tmp_path / "reports"
     shutil.copytree(COMMITTED, copy, ignore=shutil.ignore_patterns("*.ipynb"))
     shown = browser_page(copy / "index.html", "committed-index.png")
-    # one row per claim and target label the committed traces hold
-    verdicts = report.build(TRACES, tmp_path / "fresh")["verdicts"]
-    _check(shown, len(verdicts))
+    # one row per claim and target label the committed traces hold, over the pages
+    fresh = report.build(TRACES, tmp_path / "fresh")
+    others = _linked_pages(browser_page, copy / "index.html")
+    _check(shown, _own(fresh["verdicts"], fresh["claim_profiles"]))
+    assert shown["claims"] + sum(p["claims"] for p in others.values()) == \
+        len(fresh["verdicts"])
     assert shown["images"]
-    # each experiment's section links its executed notebook, which is committed beside it
+    # each experiment's section page links its executed notebook, committed beside it
     expected = {p.name for p in COMMITTED.glob("*.ipynb")} - {"report.ipynb"}
-    assert expected and expected <= set(shown["notebook_links"])
+    linked = {link for p in others.values() for link in p["notebook_links"]}
+    assert expected and expected <= linked

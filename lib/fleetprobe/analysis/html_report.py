@@ -1,12 +1,16 @@
-"""reports/index.html: the reviewer's page, composed from the report's sections.
+"""reports/index.html: the reviewer's page, composed from the report's sections, and the pages
+it links.
 
-One self-contained file (inline CSS, no script, no CDN; figures are the relative PNG files
-beside it), so it opens from file:// on a machine with no network. It opens on a summary
-(claims per status, the claims that differ and why, a card per target), then the verdict
-table (status coloured, the basis of each reproduced claim, each claim linked to its paper
-section and to the trace folders of the runs it rests on), then one part per registered
-section (its HTML fragment: sentence, links to its notebook, SQL views and trace folders,
-figures and tables), the executed notebooks and the runs.
+Self-contained files (inline CSS, no script, no CDN; figures are the relative PNG files
+beside them), so they open from file:// on a machine with no network, none over
+`tables.PAGE_LIMIT` bytes. index.html opens on a summary (claims per status, the claims that
+differ and why, a card per target), then the verdict table of the profiles the paper's claims
+name (status coloured, the basis of each reproduced claim, each claim linked to its paper
+section and to the trace folders of the runs it rests on) and a link per other target label
+to its own verdict page (`verdicts-<label>.html`), then one part per registered section (its
+sentence and figures) linking the section's own page (`section-<key>.html`: its HTML
+fragment with links to its notebook, SQL views and trace folders, figures and tables, and the
+SQL of every view it reads, each once), the executed notebooks and the runs.
 """
 
 from __future__ import annotations
@@ -17,8 +21,16 @@ from typing import Any
 
 import pandas as pd
 
+from fleetprobe.analysis.base import sql_views
 from fleetprobe.analysis.base.claims import DIFFERS, NOT_COMPARABLE, NOT_MEASURED, REPRODUCED
-from fleetprobe.analysis.base.html import PAPER_SECTIONS, _e, css_class, rel, section_links
+from fleetprobe.analysis.base.html import (
+    PAPER_SECTIONS,
+    _e,
+    css_class,
+    figure_html,
+    rel,
+    section_links,
+)
 
 INDEX = "index.html"
 STATUSES = (REPRODUCED, DIFFERS, NOT_COMPARABLE, NOT_MEASURED)
@@ -79,17 +91,92 @@ def render(built: dict[str, Any]) -> str:
         *_notes(built.get("notes", [])),
         _summary(built),
         "<h2 id='verdict-table-heading'>Verdict, claim by claim</h2>",
-        _verdict_table(built["verdicts"], built["figures"], built["tables"], traces, out_dir),
+        *_verdicts_on_index(built, traces, out_dir),
     ]
     for key, section in sections.items():
-        body += [f"<h2 id='{_e(key)}'>{_e(section.title)}</h2>", section.html]
+        body += [f"<h2 id='{_e(key)}'>{_e(section.title)}</h2>", _overview(key, section,
+                                                                          out_dir)]
     body += [_notebooks(out_dir), _runs(built.get("canonical"), traces, out_dir),
              _paper_sections()]
+    return _document("fleetprobe: paper versus reproduction", body)
+
+
+def _own(built: dict[str, Any]) -> set[str]:
+    """The labels whose verdicts index.html shows: the profiles the paper's claims name."""
+    return set(built.get("claim_profiles") or ())
+
+
+def _verdicts_on_index(built: dict[str, Any], traces: Path, out_dir: Path) -> list[str]:
+    """The verdict table of the profiles the paper's claims name, then a line per other
+    target label linking its own page of verdicts (`verdict_pages`)."""
+    own = _own(built)
+    verdicts = built["verdicts"]
+    mine = [v for v in verdicts if v.profile in own]
+    others: dict[str, list[Any]] = {}
+    for v in verdicts:
+        if v.profile not in own:
+            others.setdefault(v.profile, []).append(v)
+    items = "".join(
+        f"<li><a href='{_e(verdict_page(label))}'>{_e(label)}</a>: {len(vs)} claims ("
+        + ", ".join(f"{n} {_e(s)}" for s, n in Counter(v.status for v in vs).items()) + ")</li>"
+        for label, vs in sorted(others.items()))
+    return [_verdict_table(mine, built["figures"], {}, traces, out_dir) if mine else
+            "<p class='missing'>No verdict for the profiles the paper's claims name.</p>",
+            "<h3 id='other-labels'>Every other target label, each on its own page</h3>"
+            f"<ul id='verdict-pages'>{items}</ul>" if items else ""]
+
+
+def verdict_pages(built: dict[str, Any]) -> dict[str, str]:
+    """verdicts-<label>.html per target label the paper's claims do not name: its verdict
+    table, claim by claim (index.html holds the paper's own profiles and links these)."""
+    traces, out_dir = Path(built["traces_root"]), Path(built["out_dir"])
+    own = _own(built)
+    labels = sorted({v.profile for v in built["verdicts"] if v.profile not in own})
+    return {verdict_page(label): _document(f"fleetprobe: verdicts of {label}", [
+        "<p class='links'><a href='index.html'>Paper versus reproduction</a> (index.html)</p>",
+        f"<h1 id='verdict-table-heading'>Verdicts of {_e(label)}</h1>",
+        _verdict_table([v for v in built["verdicts"] if v.profile == label],
+                       built["figures"], {}, traces, out_dir)]) for label in labels}
+
+
+def verdict_page(label: str) -> str:
+    return f"verdicts-{css_class(label)}.html"
+
+
+def section_pages(built: dict[str, Any]) -> dict[str, str]:
+    """section-<key>.html per section: its whole body (sentence, links, figures, tables)
+    and the SQL of every view it reads, each once; index.html links each one."""
+    return {section_page(key): _document(
+        f"fleetprobe: {section.title}",
+        ["<p class='links'><a href='index.html'>Paper versus reproduction</a> (index.html)"
+         "</p>", f"<h1 id='{_e(key)}'>{_e(section.title)}</h1>", section.html,
+         _sql({key: section})])
+        for key, section in built["sections"].items()}
+
+
+def section_page(key: str) -> str:
+    return f"section-{key}.html"
+
+
+def _document(title: str, body: list[str]) -> str:
     return ("<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>\n"
-            "<title>fleetprobe: paper versus reproduction</title>\n"
+            f"<title>{_e(title)}</title>\n"
             f"<style>{CSS}</style>\n</head>\n<body>\n" + "\n".join(body) +
             "\n</body>\n</html>\n")
+
+
+def _overview(key: str, section: Any, out_dir: Path) -> str:
+    """A section on index.html: its sentence, its figures, and a link to its own page, which
+    holds its tables and the SQL behind them (one page over every table would be megabytes)."""
+    figures = [figure_html(name, figure, out_dir, sql=False)
+               for name, figure in section.figures.items()]
+    tables = ", ".join(_e(t.title) for t in section.tables.values())
+    return "\n".join([
+        f"<p>{_e(section.sentence)}</p>" if section.sentence else "",
+        f"<p class='links'>Its tables{f' ({tables})' if tables else ''}, links to its "
+        f"notebook and trace folders, and the SQL behind them: <a href='{section_page(key)}'>"
+        f"{section_page(key)}</a></p>", *figures])
 
 
 def _nav(sections: dict[str, Any]) -> str:
@@ -178,7 +265,30 @@ def _cards(built: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------ parts
 
 
+# a part of a verdict's reason (reasons are `; `-separated) that this many rows share and
+# that is at least this long is printed once, above the table, and cited as [k] in each row
+SHARED_REASON_ROWS, SHARED_REASON_CHARS = 3, 60
+
+
+def shared_reasons(reasons: list[str]) -> list[str]:
+    """The reason parts printed once above the verdict table, in order of first use."""
+    counts = Counter(p for r in reasons for p in dict.fromkeys(_parts(r)))
+    return [p for p in dict.fromkeys(p for r in reasons for p in _parts(r))
+            if counts[p] >= SHARED_REASON_ROWS and len(p) >= SHARED_REASON_CHARS]
+
+
+def _parts(reason: str) -> list[str]:
+    return [p.strip() for p in str(reason).split("; ") if p.strip()]
+
+
+def _reason_cell(reason: str, cited: dict[str, int]) -> str:
+    return "; ".join(f"<a href='#reason-{cited[p]}'>[{cited[p]}]</a>" if p in cited else _e(p)
+                     for p in _parts(reason))
+
+
 def _verdict_table(verdicts, figures, tables, traces: Path, out_dir: Path) -> str:
+    shared = shared_reasons([v.reason for v in verdicts])
+    cited = {p: i for i, p in enumerate(shared, 1)}
     rows = []
     for v in verdicts:
         runs = ", ".join(f"<a href='{_e(rel(traces / r, out_dir))}/'>{_e(r)}</a>"
@@ -190,11 +300,14 @@ def _verdict_table(verdicts, figures, tables, traces: Path, out_dir: Path) -> st
             f"<td>{_e(v.paper)}</td><td>{_e(v.measured)}</td>"
             f"<td class='status {status}'>{_e(v.status)}</td>"
             f"<td class='basis-{css_class(v.basis)}'>{_e(v.basis)}</td>"
-            f"<td>{_e(v.reason)}</td><td>{runs}</td></tr>")
+            f"<td>{_reason_cell(v.reason, cited)}</td><td>{runs}</td></tr>")
     head = "".join(f"<th>{h}</th>" for h in ("claim", "paper section", "profile", "paper",
                                              "measured", "status", "basis", "reason", "runs"))
-    return (f"<div class='scroll'><table id='verdict-table'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></div>")
+    notes = "".join(f"<li id='reason-{i}'>{_e(p)}</li>" for p, i in cited.items())
+    legend = (f"<p class='note'>Reasons several claims share, cited as [k] in the table:</p>"
+              f"<ol class='reasons'>{notes}</ol>") if notes else ""
+    return (f"{legend}<div class='scroll'><table id='verdict-table'><thead><tr>{head}</tr>"
+            f"</thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
 def _notebooks(out_dir: Path) -> str:
@@ -229,4 +342,16 @@ def _paper_sections() -> str:
 
 
 
-__all__ = ["INDEX", "render"]
+def _sql(sections: dict[str, Any]) -> str:
+    """Every metric view the sections' tables and figures read, each once, linked from them."""
+    views = [v for section in sections.values()
+             for v in (*section.views,
+                       *(v for t in section.tables.values() for v in getattr(t, "views", ())),
+                       *(v for f in section.figures.values() for v in getattr(f, "views", ())))]
+    return ("<h2 id='sql'>SQL views</h2><p class='note'>The views of "
+            "<code>lib/fleetprobe/analysis/metrics.sql</code> the tables and figures above "
+            "are computed from, each once, with the views it reads.</p>"
+            + sql_views.appendix_html(views))
+
+
+__all__ = ["INDEX", "render", "section_page", "section_pages", "verdict_page", "verdict_pages"]

@@ -920,18 +920,77 @@ FROM v GROUP BY run_id;
 -- each gap by a rule over these fields): the verdict, the fleets the request named, whether
 -- it returned the row, the row's observed fleet (census) and the prober's home fleet.
 CREATE VIEW backend_matrix_attribution AS
-SELECT v.run_id, v.probe_id, v.path, v.principal, v.visibility, v.expected, v.verdict,
-       coalesce(v.cross_tenant, false) AS cross_tenant, p.fleets, p.returned,
-       c.fleet AS row_fleet, a.home
-FROM events v
-JOIN events p ON p.run_id = v.run_id AND p.phase = 'probe' AND p.probe_id = v.probe_id
-LEFT JOIN (SELECT DISTINCT run_id, row_key, fleet FROM events WHERE phase = 'census_row') c
-       ON c.run_id = v.run_id AND c.row_key = p.row_key
-LEFT JOIN (SELECT DISTINCT run_id, who, home FROM events
-           WHERE phase = 'census_agent' AND step = 'before') a
-       ON a.run_id = v.run_id AND a.who = p.who
-WHERE v.experiment = 'matrix' AND v.phase = 'verdict' AND v.verdict NOT IN ('n/a', 'error')
-ORDER BY v.run_id, v.probe_id;
+WITH probes AS (
+    SELECT v.run_id, v.probe_id, v.path, v.principal, v.visibility, v.expected, v.verdict,
+           coalesce(v.cross_tenant, false) AS cross_tenant, p.fleets, p.returned,
+           c.fleet AS row_fleet, a.home,
+           list_filter(string_split(coalesce(p.fleets, ''), ','), lambda f: f <> '') AS named
+    FROM events v
+    JOIN events p ON p.run_id = v.run_id AND p.phase = 'probe' AND p.probe_id = v.probe_id
+    LEFT JOIN (SELECT DISTINCT run_id, row_key, fleet FROM events WHERE phase = 'census_row') c
+           ON c.run_id = v.run_id AND c.row_key = p.row_key
+    LEFT JOIN (SELECT DISTINCT run_id, who, home FROM events
+               WHERE phase = 'census_agent' AND step = 'before') a
+           ON a.run_id = v.run_id AND a.who = p.who
+    WHERE v.experiment = 'matrix' AND v.phase = 'verdict' AND v.verdict NOT IN ('n/a', 'error')),
+scoped AS (
+    SELECT *, CASE WHEN len(named) > 0 THEN named
+                   WHEN coalesce(home, '') <> '' THEN [home] ELSE []::VARCHAR[] END AS scope
+    FROM probes)
+SELECT * EXCLUDE (scope),
+       -- the row's fleet is not one the request named (else the caller's home fleet, its
+       -- default scope) but extends one as a string (`fleet-10` for `fleet-1`): what a prefix
+       -- match across a boundary returns
+       coalesce(row_fleet, '') <> '' AND NOT list_contains(scope, row_fleet)
+           AND len(list_filter(scope, lambda f: starts_with(row_fleet, f))) > 0
+           AS prefix_sibling
+FROM scoped
+ORDER BY run_id, probe_id;
+
+-- each gap of a matrix run with its cause: the first rule that holds (so each run's causes sum
+-- to its gap count) over what the trace recorded (backend_matrix_attribution): the fleets the
+-- request named, the row's observed fleet and visibility, who asked and its home fleet.
+-- cause_rank orders the causes as the report lists them
+CREATE VIEW backend_gap_classes AS
+WITH gaps AS (
+    SELECT *, starts_with(path, 'search') OR starts_with(path, 'list')
+                  OR starts_with(path, 'recall') AS is_read
+    FROM backend_matrix_attribution WHERE verdict = 'gap'),
+ranked AS (
+    SELECT run_id, probe_id, path, principal, CASE
+        WHEN cross_tenant THEN 1
+        WHEN path IN ('get', 'patch', 'patch_content', 'delete') THEN 2
+        WHEN is_read AND prefix_sibling THEN 3
+        WHEN is_read AND len(named) > 0 AND coalesce(list_contains(named, row_fleet), false)
+             THEN CASE WHEN visibility = 'scope_agent' THEN 4 ELSE 5 END
+        WHEN is_read AND len(named) > 0 THEN 9
+        WHEN is_read AND (starts_with(coalesce(principal, ''), 'tenant key')
+                          OR ends_with(path, 'singular')) THEN 6
+        WHEN is_read THEN CASE WHEN visibility = 'scope_agent' THEN 7 ELSE 8 END
+        WHEN path = 'write' THEN 10
+        WHEN path = 'after_redistribute' THEN 11
+        ELSE 12 END AS cause_rank
+    FROM gaps)
+SELECT run_id, probe_id, path, principal, cause_rank, [
+    'cross-tenant: another tenant''s row',
+    'by id: read or change without the caller''s scope',
+    'prefix sibling: the row''s fleet extends a fleet the request named',
+    'agent-scoped row in a fleet the request named',
+    'fleet named by the request (no trust ladder)',
+    'default tenant-wide scope (no fleet named, tenant key or singular field)',
+    'agent-scoped row in the caller''s default scope',
+    'default scope',
+    'read outside the fleets the request named',
+    'write into a fleet the request named (no write gate)',
+    'read after a redistribute the backend does not have (the row never moved)',
+    'other'][cause_rank] AS cause
+FROM ranked
+ORDER BY run_id, probe_id;
+
+CREATE VIEW backend_gap_class_counts AS
+SELECT c.run_id, r.profile, c.cause_rank, c.cause, count(*) AS gaps
+FROM backend_gap_classes c JOIN runs r USING (run_id)
+GROUP BY ALL ORDER BY c.run_id, c.cause_rank;
 
 CREATE VIEW backend_matrix_paths AS
 SELECT run_id, run_profile AS profile, path,
@@ -1136,41 +1195,17 @@ WITH gaps AS (
            regexp_extract(r.profile, '^backend-([a-z0-9]+)', 1) AS backend,
            -- `backend-<name>` runs from before deployments are idiomatic
            coalesce(nullif(regexp_extract(r.profile, '\[(idiomatic|strict)[,\]]', 1), ''),
-                    'idiomatic') AS deployment,
-           list_filter(string_split(coalesce(a.fleets, ''), ','), lambda f: f <> '') AS named
+                    'idiomatic') AS deployment
     FROM backend_matrix_attribution a JOIN runs r USING (run_id)
     WHERE a.verdict = 'gap' AND r.profile LIKE 'backend-%'
-), reach AS (
-    -- what a prefix match starts from: the fleets named, else the caller's home fleet
-    SELECT *, CASE WHEN len(named) = 0 AND home IS NOT NULL THEN [home] ELSE named END
-                  AS scope_fleets
-    FROM gaps
-), sibling AS (
-    -- the row's fleet is not one the request reached for but extends one as a string
-    -- (`fleet-10` for `fleet-1`): what a prefix match across a boundary returns, on any path
-    SELECT *, coalesce(row_fleet, '') <> '' AND NOT list_contains(scope_fleets, row_fleet)
-              AND len(list_filter(scope_fleets, lambda f: starts_with(row_fleet, f))) > 0
-                  AS sibling
-    FROM reach
 ), caused AS (
-    SELECT *, CASE
-        WHEN cross_tenant THEN 'cross_tenant'
-        WHEN path IN ('get', 'patch', 'patch_content', 'delete') THEN 'by_id'
-        WHEN starts_with(path, 'search') OR starts_with(path, 'list')
-             OR starts_with(path, 'recall') THEN CASE
-            WHEN sibling THEN 'prefix_sibling'
-            WHEN len(named) > 0 AND list_contains(named, row_fleet)
-                THEN CASE WHEN visibility = 'scope_agent' THEN 'agent_row_named'
-                          ELSE 'named_fleet' END
-            WHEN len(named) > 0 THEN 'outside_named'
-            WHEN starts_with(coalesce(principal, ''), 'tenant key')
-                 OR ends_with(path, 'singular') THEN 'default_tenant_wide'
-            WHEN visibility = 'scope_agent' THEN 'agent_row_default'
-            ELSE 'default_scope' END
-        WHEN path = 'write' THEN 'write'
-        WHEN path = 'after_redistribute' THEN 'after_redistribute'
-        ELSE 'other' END AS cause
-    FROM sibling
+    -- the cause is backend_gap_classes' (one classification of a gap), as a key the
+    -- promise rules name; `sibling` on any path, as a prefix match returns it
+    SELECT g.*, g.prefix_sibling AS sibling,
+           ['cross_tenant', 'by_id', 'prefix_sibling', 'agent_row_named', 'named_fleet',
+            'default_tenant_wide', 'agent_row_default', 'default_scope', 'outside_named',
+            'write', 'after_redistribute', 'other'][c.cause_rank] AS cause
+    FROM gaps g JOIN backend_gap_classes c USING (run_id, probe_id)
 ), first_rule AS (
     SELECT c.run_id, c.probe_id, min(r.rule) AS rule
     FROM caused c JOIN backend_promise_rules r

@@ -69,6 +69,8 @@ def build(traces_root: Path, out_dir: Path, run_ids: Sequence[str] | None = None
                                   REPRODUCTION).encode()
     out_dir.mkdir(parents=True, exist_ok=True)  # the page lists the notebooks already there
     files[html_report.INDEX] = html_report.render(built).encode()
+    for pages in (html_report.section_pages(built), html_report.verdict_pages(built)):
+        files.update({name: text.encode() for name, text in pages.items()})
     writer.write(out_dir, files)
     stamp.record_files(out_dir, files)
     built["index"] = out_dir / html_report.INDEX

@@ -35,6 +35,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from fleetprobe.analysis.base.labels import latency_comparable  # noqa: E402
 from fleetprobe.analysis.base.results import PROFILES, Results  # noqa: E402
 
 PAPER_STATE = "memclaw-2026-05-30"
@@ -51,6 +52,32 @@ TAIL_CUT_FACTOR = 2.0
 CROSS_RUN_LATENCY_NOTE = (
     "Other profiles were measured in separate runs under different machine load, so their "
     "latencies are not compared here (tables/profiles.md lists each run's own numbers).")
+
+
+def n_range(values: pd.Series | list[int]) -> str:
+    """The n of a figure's bars as a caption says it: `164`, or `6-164` when they differ."""
+    ns = sorted({int(v) for v in values})
+    if not ns:
+        return "0"
+    return str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
+
+
+def n_by_group(frame: pd.DataFrame, groups: list[str], label: str) -> str:
+    """`<group> n = <range>` for each group of a figure's bars (its `n` column), and the
+    `label`s whose n is not the group's most common one (smaller runs, said by name)."""
+    parts, apart = [], {}
+    for key, part in frame.groupby(groups, sort=False):
+        name = " ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+        parts.append(f"{name} n = {n_range(part.n)}")
+        usual = part.n.astype(int).mode().max()
+        for row in part[part.n.astype(int) != usual].itertuples():
+            apart.setdefault(str(getattr(row, label)), set()).add(int(row.n))
+    text = "; ".join(parts)
+    if apart:
+        text += " (n differs for " + ", ".join(
+            f"{k}: {'/'.join(str(n) for n in sorted(v))}" for k, v in sorted(apart.items())
+        ) + ")"
+    return text
 
 
 @dataclass
@@ -125,7 +152,8 @@ def bars_with_ci(ax, frame: pd.DataFrame, x: str, x_order: list[str], hue: str,
 def distribution(name: str, title: str, out_dir: Path, values: pd.Series,
                   marks: dict[str, float] | None, xlabel: str, ylabel: str, run,
                   what: str, hue: pd.Series | None = None,
-                  views: tuple[str, ...] = ()) -> FigureOutput:
+                  views: tuple[str, ...] = (), paper: dict[str, float] | None = None
+                  ) -> FigureOutput:
     """A histogram with the p50 and p95 of the latency view marked; a long tail (max beyond
     TAIL_CUT_FACTOR x p99) is cut at the p99 and the caption says what was cut."""
     frame = pd.DataFrame({"value": values.to_numpy(dtype=float)})
@@ -144,11 +172,13 @@ def distribution(name: str, title: str, out_dir: Path, values: pd.Series,
     if len(bins) > 41:
         bins = np.linspace(bins[0], bins[-1], 41)
     sns.histplot(data=shown, x="value", hue=hue_name, multiple="stack", bins=bins, ax=ax)
+    comparison = latency_comparison(ax, run, paper or {})
     percentile_marks(ax, marks, ("p50", "p95"))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(0, ax.get_ylim()[1] * 1.1)
     ax.set(xlabel=xlabel, ylabel=ylabel, title=f"{run.profile} ({run.target_kind})")
     caption = f"{what} Run {run.run_id}: n = {len(frame)}."
+    caption += comparison
     if cut_at is not None:
         beyond = int((frame.value > cut_at).sum())
         caption += (f" Axis cut at {cut_at:,} ms (just above the p99): {beyond} value(s) beyond "
@@ -169,8 +199,46 @@ def percentile_marks(ax, marks: dict[str, float] | None, keys: tuple[str, ...],
         handles.append(ax.axvline(marks[key], color="black", linewidth=1,
                                   linestyle=styles.get(key, "--")))
         labels.append(f"{key} {marks[key]:,.0f} ms")
+    for line in ax.get_lines():  # the paper's percentiles, where comparable
+        if str(line.get_label()).startswith("paper "):
+            handles.append(line)
+            labels.append(str(line.get_label()))
     if handles:
         ax.legend(handles, labels, title=title or None, loc=loc, frameon=True)
+
+
+NOT_COMPARABLE_MARK = "NOT COMPARABLE"
+PAPER_LINE = {"p50": "--", "p95": ":", "p99": "-.", "max": "-"}
+
+
+def paper_latency(results: Results, metric: str) -> dict[str, float]:
+    """The paper's percentiles (ms) of a latency claim of paper_values.yaml, by key."""
+    claim = next((c for c in results.claims if c["metric"] == metric), None) or {}
+    return {k: float(claim[k]) for k in ("p50", "p95", "p99", "max") if claim.get(k)}
+
+
+def latency_comparison(ax, run, paper: dict[str, float], vertical: bool = True) -> str:
+    """Say on a latency figure whether it compares with the paper's numbers, and return the
+    caption's sentence. Comparable (a live service over a network,
+    `labels.latency_comparable`): the paper's percentiles drawn as grey lines beside the
+    measured ones. Otherwise a NOT COMPARABLE mark in the axes, and the paper's values only
+    quoted: loopback on this machine, which the harness shares, is not memclaw.net."""
+    quoted = ", ".join(f"{k} {v:,.0f} ms" for k, v in paper.items())
+    if latency_comparable(getattr(run, "target_kind", None), getattr(run, "base_url", None)):
+        draw = ax.axvline if vertical else ax.axhline
+        for key, value in paper.items():
+            draw(value, color="0.55", linewidth=1.2, linestyle=PAPER_LINE.get(key, "--"),
+                 label=f"paper {key} {value:,.0f} ms")
+        return (f" Comparable with the paper: a live target over a network; grey lines: the "
+                f"paper's {quoted}.") if paper else ""
+    ax.text(0.02, 0.97, f"{NOT_COMPARABLE_MARK}: {run.target_kind} target on this machine",
+            transform=ax.transAxes, ha="left", va="top", fontsize=9, fontweight="bold",
+            color="#b00020", zorder=5,
+            bbox={"facecolor": "white", "edgecolor": "#b00020", "alpha": 0.85, "pad": 2})
+    return (f" {NOT_COMPARABLE_MARK} with the paper's latency: this run is a "
+            f"{run.target_kind} target on loopback, on a machine the harness shares, the "
+            "paper's is memclaw.net, a production service"
+            + (f" (the paper: {quoted})" if quoted else "") + ".")
 
 
 def save(fig, out_dir: Path, name: str, title: str, caption: str,

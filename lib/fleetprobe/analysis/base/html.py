@@ -49,7 +49,7 @@ def section_links(text: str, figures, tables) -> str:
     return "; ".join(parts)
 
 
-def figure_html(name: str, figure, out_dir: Path) -> str:
+def figure_html(name: str, figure, out_dir: Path, sql: bool = True) -> str:
     if figure is None:
         return f"<p class='missing' id='fig-{_e(name)}'>{_e(name)}: not produced.</p>"
     png = next((p for p in figure.paths if Path(p).suffix == ".png"), None)
@@ -63,12 +63,7 @@ def figure_html(name: str, figure, out_dir: Path) -> str:
     return (f"<figure id='fig-{_e(name)}'><img src='{_e(src)}' "
             f"alt='{_e(figure.title)}. {_e(figure.caption)}'>"
             f"<figcaption><strong>{_e(figure.title)}</strong> ({links.strip()})"
-            f"</figcaption>{sql_html(figure)}</figure>")
-
-
-# A table longer than this shows its first rows on the page and links its files for the rest
-# (the matrix's gap list has 5,000 rows: a page no one scrolls, seconds for a browser to lay out)
-MAX_PAGE_ROWS = 500
+            f"</figcaption>{sql_html(figure) if sql else ''}</figure>")
 
 
 def table_html(name: str, table, out_dir: Path) -> str:
@@ -79,9 +74,12 @@ def table_html(name: str, table, out_dir: Path) -> str:
             + (f" <small>({', '.join(files)})</small>" if files else "") + "</h3>")
     if table.empty:
         return f"{head}<p class='missing'>{_e(table.note)}</p>{sql_html(table)}"
-    rendered = frame_html(blank_missing(table.frame.head(MAX_PAGE_ROWS)))
-    if len(table.frame) > MAX_PAGE_ROWS:
-        rendered += (f"<p class='note'>The first {MAX_PAGE_ROWS:,} of {len(table.frame):,} "
+    # a long table shows its first rows (tables.SHOWN_ROWS) and links its CSV for the rest:
+    # no page over tables.PAGE_LIMIT bytes
+    rendered = frame_html(blank_missing(table.shown))
+    shown = len(table.shown)
+    if shown < len(table.frame):
+        rendered += (f"<p class='note'>The first {shown:,} of {len(table.frame):,} "
                      f"rows; every row is in {', '.join(files) or 'the table files'}.</p>")
     note = f"<p class='note'>{_e(table.note)}</p>" if table.note else ""
     return f"{head}<div class='scroll'>{rendered}</div>{note}{sql_html(table)}"
@@ -99,8 +97,9 @@ def frame_html(frame: pd.DataFrame) -> str:
 
 
 def sql_html(table) -> str:
-    """The metric views a table or figure is computed from, folded (text of metrics.sql)."""
-    return sql_views.details_html(getattr(table, "views", ()))
+    """The metric views a table or figure is computed from, linked to their text in the
+    page's SQL appendix (each view printed once there, `sql_views.appendix_html`)."""
+    return sql_views.links_html(getattr(table, "views", ()))
 
 
 def section_body(sentence: str, paper: str, tables: Mapping[str, Any],
@@ -132,7 +131,7 @@ def links_line(out_dir: Path, traces_root: Path, notebook: str, views: Iterable[
     if run_links:
         parts.append(f"trace folders: {run_links}")
     line = f"<p class='links'>{'; '.join(parts)}</p>" if parts else ""
-    return line + sql_views.details_html(views)
+    return line + sql_views.links_html(views)
 
 
 def rel(path: Path, start: Path) -> str:

@@ -53,3 +53,31 @@ def label_claims(results: Any) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def is_loopback(base_url: str | None) -> bool:
     return (urlsplit(base_url or "").hostname or "") in LOOPBACK_HOSTS
+
+
+def latency_comparable(target_kind: str | None, base_url: str | None) -> bool:
+    """A run's latency compares with the paper's (memclaw.net, a production service) only when
+    it measured a live service over a network: the bundled server, an engine or anything on
+    loopback shares a loaded machine with the harness."""
+    return target_kind == "live" and not is_loopback(base_url)
+
+
+# the matrix's paths in families a reader compares across targets (policy.PATHS); a path in
+# none of them (contradictions, entity, agent records, ...) is `other`
+PATH_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("read by id", ("get",)),
+    ("search / recall", ("search", "recall")),
+    ("list", ("list",)),
+    ("change by id", ("patch", "delete", "after_redistribute")),
+    ("write", ("write", "bulk_write", "entity_upsert")),
+    ("reveal", ("dup_", "idempotency", "bulk_attempt")),
+)
+OTHER_FAMILY = "other"
+
+
+def path_family(path: str) -> str:
+    """The family of a matrix path (`other` for contradictions, entity, agent records, ...)."""
+    for name, prefixes in PATH_FAMILIES:
+        if path.startswith(prefixes):
+            return name
+    return OTHER_FAMILY

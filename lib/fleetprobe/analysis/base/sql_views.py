@@ -97,3 +97,35 @@ def _details_html(names: tuple[str, ...]) -> str:
     summary = ", ".join(f"<code>{html.escape(v)}</code>" for v in names)
     return (f"<details class='sql'><summary>SQL: {summary} (metrics.sql)</summary>"
             f"<pre><code>{html.escape(excerpt(names))}</code></pre></details>")
+
+
+def links_html(views: Iterable[str]) -> str:
+    """A line linking each named view to its statement in the page's SQL appendix
+    (`appendix_html`): the page prints each view once, not once per table that reads it."""
+    names = tuple(dict.fromkeys(views))
+    if not names:
+        return ""
+    links = ", ".join(f"<a href='#sql-{html.escape(v)}'><code>{html.escape(v)}</code></a>"
+                      for v in names)
+    return f"<p class='sql'>SQL (metrics.sql): {links}</p>"
+
+
+def appendix_html(views: Iterable[str], statements: dict[str, str] | None = None) -> str:
+    """Every named view and every view it reads from, each once in metrics.sql's order, as a
+    folded block with an anchor (`sql-<view>`) the tables' links reach; a view it reads is
+    linked from its text's summary line."""
+    statements = statements if statements is not None else view_statements()
+    wanted: set[str] = set()
+    for name in views:
+        if name in statements:
+            wanted.update((*dependencies(name, statements), name))
+    blocks = []
+    for name in (v for v in statements if v in wanted):
+        reads = [v for v in dependencies(name, statements) if v in wanted
+                 and v.lower() in _reads(statements[name])]
+        read = (" reads " + ", ".join(f"<a href='#sql-{html.escape(v)}'>{html.escape(v)}</a>"
+                                      for v in reads)) if reads else ""
+        blocks.append(f"<details class='sql' id='sql-{html.escape(name)}'><summary><code>"
+                      f"{html.escape(name)}</code>{read}</summary><pre><code>"
+                      f"{html.escape(statements[name])}</code></pre></details>")
+    return "\n".join(blocks)

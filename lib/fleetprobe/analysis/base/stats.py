@@ -47,6 +47,35 @@ def rate(k: int, n: int) -> Rate:
     return Rate(int(k), int(n), k / n if n else math.nan, low, high)
 
 
+@dataclass(frozen=True)
+class Product:
+    """prod(1 - rate_i) over the parts with trials, and its interval: each part's Wilson
+    interval at confidence 1 - (1 - level)/m (Bonferroni over the m parts with trials), so
+    the product's interval [prod(1 - high_i), prod(1 - low_i)] holds with at least `level`.
+    A part with no trials is not applicable: it is left out (a factor of 1, no width)."""
+
+    value: float
+    low: float
+    high: float
+    parts: int  # the parts with trials
+    level: float = 0.95
+
+
+def one_minus_product(parts: list[tuple[int, int]], level: float = 0.95) -> Product:
+    """Product of (1 - k/n) over the (k, n) parts with n > 0, with its joint interval."""
+    measured = [(int(k), int(n)) for k, n in parts if int(n) > 0]
+    if not measured:
+        return Product(math.nan, math.nan, math.nan, 0, level)
+    each = 1 - (1 - level) / len(measured)
+    value = low = high = 1.0
+    for k, n in measured:
+        lo, hi = wilson(k, n, each)
+        value *= 1 - k / n
+        low *= 1 - hi
+        high *= 1 - lo
+    return Product(value, low, high, len(measured), level)
+
+
 def fmt_rate(r: Rate | None, with_value: bool = True) -> str:
     """`k/n = value [low, high]` (or `k/n [low, high]`); `-` when there is no rate."""
     if r is None:

@@ -15,6 +15,7 @@ from fleetprobe.analysis.base.figures import (
     canonical_runs,
     distribution,
     none_note,
+    paper_latency,
     paper_state_run,
     style,
 )
@@ -210,6 +211,7 @@ def fig7_write_latency(results: Results, out_dir: Path) -> FigureOutput:
                          "Bars stack the two kinds of admitted write: "
                          + ", ".join(f"{k} {v}" for k, v in sorted(split.items())) + ".",
                          hue=writes.write,
-                         views=("contradiction_write_latencies", "contradiction_write_latency"))
+                         views=("contradiction_write_latencies", "contradiction_write_latency"),
+                         paper=paper_latency(results, "contradiction_write_latency"))
 
 

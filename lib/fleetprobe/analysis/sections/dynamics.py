@@ -11,7 +11,6 @@ Written to reports/tables/dynamics_*.{csv,md,tex} and reports/figures/dynamics_t
 from __future__ import annotations
 
 import functools
-import math
 from pathlib import Path
 
 import matplotlib
@@ -36,7 +35,7 @@ from fleetprobe.analysis.base.section import (  # noqa: E402
     SectionOutput,
     finish,
 )
-from fleetprobe.analysis.base.stats import fmt_rate, rate  # noqa: E402
+from fleetprobe.analysis.base.stats import fmt_rate, one_minus_product, rate  # noqa: E402
 from fleetprobe.analysis.base.tables import Table  # noqa: E402
 
 KEY, TITLE = "dynamics", "Governance over time"
@@ -103,26 +102,40 @@ def _label(profile: str, target_kind: str) -> str:
     return profile if target_kind == "reference" else f"{profile} ({target_kind})"
 
 
+# the joint confidence of MGS's interval (stats.one_minus_product)
+MGS_LEVEL = 0.95
+
+
 def mgs_table(results: Results, run_ids: list[str]) -> Table:
     parts = results.view("dynamics_mgs_parts", run_ids)
     rows = []
     for p in parts.sort_values("profile").itertuples():
-        miss, leak, forget = rate(p.miss_k, p.miss_n), rate(p.leak_k, p.leak_n), \
-            rate(p.forget_k, p.forget_n)
-        values = [0.0 if math.isnan(r.value) else r.value for r in (miss, leak, forget)]
-        rows.append({"target": p.profile, "MGS": round((1 - values[0]) * (1 - values[1])
-                                                       * (1 - values[2]), 3),
-                     "miss": fmt_rate(miss), "leak": fmt_rate(leak),
-                     "forget failure": fmt_rate(forget), "n/a": int(p.not_applicable),
-                     "errors": int(p.errors), "run": p.run_id})
+        counts = {"miss": (p.miss_k, p.miss_n), "leak": (p.leak_k, p.leak_n),
+                  "forget failure": (p.forget_k, p.forget_n)}
+        mgs = one_minus_product(list(counts.values()), MGS_LEVEL)
+        rows.append({
+            "target": p.profile,
+            "MGS": round(mgs.value, 3) if mgs.parts else None,
+            f"MGS {MGS_LEVEL:.0%} interval": (f"[{mgs.low:.3f}, {mgs.high:.3f}]" if mgs.parts
+                                              else "-"),
+            **{name: fmt_rate(rate(k, n)) if n else "n/a (no trials)"
+               for name, (k, n) in counts.items()},
+            "n/a": int(p.not_applicable), "errors": int(p.errors), "run": p.run_id})
     return Table("dynamics_mgs", "Dynamics: MGS = (1 - miss)(1 - leak)(1 - forget failure)",
                  pd.DataFrame(rows), NO_RUNS if not rows else (
                      "miss: allowed reads a must-return path withheld, over allowed reads; "
                      "leak: answers the timed policy denies that returned, revealed or wrote "
                      "(an in-flight bulk counts once), over denied answers; forget failure: "
                      "answers after a soft-delete or expiry that returned the row or a derived "
-                     "artefact naming it, over those answers. 95% Wilson intervals. A part "
-                     "with no trials counts as 0."), ("dynamics_mgs_parts",))
+                     "artefact naming it, over those answers. Each part: k/n and its 95% "
+                     f"Wilson interval. MGS's {MGS_LEVEL:.0%} interval: the product of the "
+                     f"parts' Wilson intervals, each at 1 - {1 - MGS_LEVEL:.2f}/m for the m "
+                     "parts with trials (Bonferroni), "
+                     "so it holds jointly. A part with no trials is not applicable (n/a): it "
+                     "is left out of the product (a factor of 1 with no width), so MGS is "
+                     "over the measured parts only and says nothing about that one; the "
+                     "`n/a` column counts probes the target could not be asked."),
+                 ("dynamics_mgs_parts",))
 
 
 def view_table(results: Results, run_ids: list[str], view: str, name: str, title: str,

@@ -14,7 +14,9 @@ from fleetprobe.analysis.base.figures import (
     bars_with_ci,
     canonical_runs,
     distribution,
+    n_by_group,
     none_note,
+    paper_latency,
     paper_state_run,
     plt,
     profile_order,
@@ -216,14 +218,14 @@ def fig2_leakage_envelope(results: Results, out_dir: Path) -> FigureOutput:
                          loc="lower left", frameon=False, fontsize=8)
     for key in ("a", "b", "c"):
         axd[key].tick_params(axis="x", labelsize=10)
-    counts = frame.drop_duplicates(["axis", "signal"]).set_index(["axis", "signal"]).n
     caption = ("Rates over the probes expected to be denied (exposure, leak) or allowed (miss); "
                "k/n above each bar, whiskers are 95% Wilson intervals. Each profile's canonical "
-               "leakage run: n = " + ", ".join(f"{a} {s} {int(n)}" for (a, s), n in
-                                               counts.items()) + " probes.")
+               "leakage run, probes per bar: " + n_by_group(frame, ["axis", "signal"],
+                                                             "profile") + ".")
     if not variants.empty:
         caption += (" Panel (c): every write/search variant the paper-state run measured, beside "
-                    "the paper's numbers (grey, memclaw.net).")
+                    "the paper's numbers (grey, memclaw.net): "
+                    + n_by_group(variants, ["signal"], "variant") + ".")
     return save(fig, out_dir, name, title, caption,
                  ("leakage_get_exposure", "leakage_get_miss", "leakage_search_leak",
                   "leakage_search_miss"))
@@ -242,7 +244,8 @@ def fig3_search_latency(results: Results, out_dir: Path) -> FigureOutput:
                          results.measured_latency("leakage_search_latency", run.run_id),
                          "search latency (ms)", "search probes (count)", run,
                          f"Answered search probes of the documented variant ({write} x {search}).",
-                         views=("leakage_probes", "leakage_search_latency"))
+                         views=("leakage_probes", "leakage_search_latency"),
+                         paper=paper_latency(results, "leakage_search_latency"))
 
 
 def _leakage_rates(results: Results) -> pd.DataFrame:

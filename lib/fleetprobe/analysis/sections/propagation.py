@@ -13,7 +13,9 @@ from fleetprobe.analysis.base.figures import (
     FigureOutput,
     bars_with_ci,
     canonical_runs,
+    latency_comparison,
     none_note,
+    paper_latency,
     paper_state_run,
     percentile_marks,
     plt,
@@ -131,12 +133,15 @@ def fig6_window(results: Results, out_dir: Path) -> FigureOutput:
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(0, len(values) + 0.8)
     marks = results.measured_latency("propagation_window_latency", run.run_id)
+    comparison = latency_comparison(ax, run, paper_latency(results,
+                                                           "propagation_window_latency"))
     percentile_marks(ax, marks, ("p50", "p95", "max"), loc="lower right")
     ax.set(xlabel="time from write completion to first visible search (ms)",
            ylabel="window facts visible (cumulative)",
            title=f"{run.profile} ({run.target_kind})")
     caption = (f"Each dot is one window fact (n = {len(values)}), sorted by time to visible; "
-               f"run {run.run_id}. Lines: p50/p95/max of the window latency view.")
+               f"run {run.run_id}. Lines: p50/p95/max of the window latency view."
+               + comparison)
     return save(fig, out_dir, name, title, caption,
                  ("propagation_window_facts", "propagation_window_latency"))
 

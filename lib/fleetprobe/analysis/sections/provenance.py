@@ -16,7 +16,9 @@ from fleetprobe.analysis.base.figures import (
     CROSS_RUN_LATENCY_NOTE,
     FigureOutput,
     canonical_runs,
+    latency_comparison,
     none_note,
+    paper_latency,
     paper_state_run,
     plt,
     save,
@@ -163,12 +165,16 @@ def fig4_hop_latency(results: Results, out_dir: Path) -> FigureOutput:
     ax.set(xlabel="hop (0 = root)", ylabel="fetch latency (ms)",
            title=f"{run.profile} ({run.target_kind})")
     ax.set_ylim(bottom=0)
+    comparison = latency_comparison(ax, run, paper_latency(results, "provenance_hop_latency"),
+                                    vertical=False)
+    if any(str(line.get_label()).startswith("paper ") for line in ax.get_lines()):
+        ax.legend(loc="upper right", frameon=True)
     q = results.measured_latency("provenance_hop_latency", run.run_id) or {}
     caption = (f"Every successful GET of the walks back from the leaf, run {run.run_id}: "
                f"n = {len(fetches)} fetches. Boxes: quartiles and 1.5 IQR whiskers; dots: each "
                f"fetch. All hops p50/p95/p99 = "
                + "/".join(f"{q[k]:,.0f}" for k in ("p50", "p95", "p99") if k in q)
-               + f" ms. {CROSS_RUN_LATENCY_NOTE}")
+               + f" ms.{comparison} {CROSS_RUN_LATENCY_NOTE}")
     return save(fig, out_dir, name, title, caption,
                  ("provenance_walk_fetches", "provenance_hop_latency"))
 

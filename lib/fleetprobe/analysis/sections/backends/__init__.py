@@ -18,10 +18,9 @@ from fleetprobe.analysis.base.figures import FigureOutput
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish
 from fleetprobe.analysis.base.tables import Table
 from fleetprobe.analysis.sections.backends.attribution import (
-    GAP_CLASSES,
     _check_classes,
     attribution_tables,
-    classify_gap,
+    gap_class_counts,
 )
 from fleetprobe.analysis.sections.backends.common import (
     EXPERIMENTS,
@@ -56,9 +55,9 @@ from fleetprobe.analysis.sections.backends.targets import (
 )
 from fleetprobe.analysis.sections.backends.world import world_note, world_table
 
-__all__ = ["EXPERIMENTS", "GAP_CLASSES", "KEY", "NO_MATRIX", "NO_RUNS", "TITLE",
+__all__ = ["EXPERIMENTS", "KEY", "NO_MATRIX", "NO_RUNS", "TITLE",
            "_backend_matrix_runs", "_check_classes", "attribution_tables", "backends_figure",
-           "backends_table", "build", "classify_gap", "cross_tenant_table", "family",
+           "backends_table", "build", "cross_tenant_table", "family", "gap_class_counts",
            "judged_probes", "matrix_paths_table", "overview_figure", "promises_table",
            "rates_table", "reproductions", "verdict_tables", "verdicts_figure", "world_note"]
 
@@ -80,8 +79,8 @@ def build(context: Context) -> SectionOutput:
         matrix = replace(matrix_paths_table(results), views=("backend_matrix_paths",))
         matrix = _with_world(matrix, world["matrix"])
         probes = _matrix_probes(results, list(_backend_matrix_runs(results).run_id))
-        classes, known = (replace(t, views=("backend_matrix_attribution",))
-                          for t in attribution_tables(results, context.traces_root, probes))
+        classes, known = attribution_tables(results, context.traces_root, probes)
+        known = replace(known, views=("backend_matrix_attribution",))
         verdicts, bases, verdict_rows = verdict_tables(results, context.traces_root,
                                                        world["matrix"])
         verdicts, bases = (replace(t, views=("backend_promise_verdicts",

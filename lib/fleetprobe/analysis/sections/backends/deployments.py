@@ -15,6 +15,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.font_manager import FontProperties  # noqa: E402
 
+from fleetprobe.analysis.base.labels import PATH_FAMILIES, path_family  # noqa: E402
 from fleetprobe.analysis.base.results import Results  # noqa: E402
 from fleetprobe.analysis.base.stats import fmt_rate, rate  # noqa: E402
 from fleetprobe.analysis.base.tables import Table  # noqa: E402
@@ -29,23 +30,10 @@ from fleetprobe.analysis.sections.backends.world import footnote  # noqa: E402
 
 # ---- rates per backend x deployment x store x version and path family ------------------
 
-# the matrix's paths in families a reader compares across backends (policy.PATHS)
-FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("read by id", ("get",)),
-    ("search / recall", ("search", "recall")),
-    ("list", ("list",)),
-    ("change by id", ("patch", "delete", "after_redistribute")),
-    ("write", ("write", "bulk_write", "entity_upsert")),
-    ("reveal", ("dup_", "idempotency", "bulk_attempt")),
-)
+# the matrix's paths in families a reader compares across backends (labels.PATH_FAMILIES)
+FAMILIES = PATH_FAMILIES
 ALL_PATHS = "all paths"
-# the package whose version decides a store's behaviour (the sweeps vary these)
-def family(path: str) -> str:
-    """The family of a matrix path (`other` for contradictions, entity, agent records, ...)."""
-    for name, prefixes in FAMILIES:
-        if path.startswith(prefixes):
-            return name
-    return "other"
+family = path_family
 
 
 def judged_probes(results: Results, traces_root: Path | None,

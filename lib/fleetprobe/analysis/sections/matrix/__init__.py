@@ -1,11 +1,12 @@
 """The governance matrix (beyond the paper), from the traces alone (metrics.sql `matrix_*`).
 
 Per target (a profile of the bundled server, or a live endpoint), from its canonical matrix
-run: a heatmap (principal x path, colour = gap rate, one panel per target), the gap
+run: a heatmap (target x path family, colour = gap rate, gaps/n in each cell), the gap
 catalogue (path, principal, what leaks or changes, count, a minimal HTTP reproduction and the
 mechanism in one sentence), the cross-tenant tally, the paper's two rates at N = 2 F^2 K, and
-one summary line per target. Written to reports/MATRIX.md, reports/tables/matrix_*.{csv,md}
-and reports/figures/matrix_heatmap.png; without matrix runs the section says so.
+one summary line per target. Written to reports/MATRIX.md (the summary), one page per target
+(reports/matrix/<target>.md, `pages`), reports/tables/matrix_*.csv and
+reports/figures/matrix_heatmap.png; without matrix runs the section says so.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from fleetprobe.analysis.base.catalogues import catalogue as prose
 from fleetprobe.analysis.base.figures import FigureOutput
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish
 from fleetprobe.analysis.base.stats import rate
-from fleetprobe.analysis.base.tables import Table, markdown
+from fleetprobe.analysis.base.tables import Table
+from fleetprobe.analysis.sections.matrix import pages
 from fleetprobe.analysis.sections.matrix.common import (
     EXPERIMENTS,
     KEY,
@@ -64,6 +66,7 @@ class MatrixSection:
     summary: pd.DataFrame = field(default_factory=pd.DataFrame)
     catalogue: pd.DataFrame = field(default_factory=pd.DataFrame)
     heatmap: bytes = b""  # figures/matrix_heatmap.png
+    pages: dict[str, str] = field(default_factory=dict)  # matrix/<target>.md by path
 
     @property
     def document(self) -> str:
@@ -228,10 +231,6 @@ def _by_target(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return frame[columns].reset_index(drop=True)
 
 
-def _md(frame: pd.DataFrame, empty: str) -> str:
-    return markdown(frame) if not frame.empty else f"_{empty}_"
-
-
 def write(con: duckdb.DuckDBPyConnection) -> MatrixSection:
     """MATRIX.md, the matrix tables (CSV) and the heatmap (or the 'no runs yet' note)."""
     frames = load(con)
@@ -261,44 +260,19 @@ def write(con: duckdb.DuckDBPyConnection) -> MatrixSection:
                         ("matrix_entity_census", census), ("matrix_agent_drift", drift)):
         view = "matrix_gap_catalogue" if name == "matrix_gaps" else name
         tables[name] = Table(name, name.replace("_", " "), frame, views=(view,),
-                             formats=("csv",))
-    text = "\n\n".join([
-        "# Governance matrix",
-        "Every principal (tenant key; agent keys at trust 0-3 by relation to the row; another "
-        "tenant) x every path, judged against the declarative policy in "
-        "`lib/fleetprobe/policy.py` (the paper's Inv-Scope). A gap: the path returned, "
-        "revealed or changed what the policy denies. A miss: a path that must return the row "
-        "withheld it. Refused: a change the policy allows was refused (stricter, not a miss). "
-        "Oracle: a denied probe whose answer tells that the row or key exists (it differs from "
-        "the answer for an id that does not exist). Side effect: a probe that registered, "
-        "re-homed or re-trusted a principal (not a probe of its own: probe counts leave it "
-        "out). Incomplete runs say why (`incomplete_reason`, `shortfalls`).",
-        "![heatmap](figures/matrix_heatmap.png)",
-        "## Summary per target\n\n" + _md(summ, "no runs"),
-        "## Cross-tenant tally\n\n" + _md(cross, "no cross-tenant probes"),
-        "## The paper's two rates at scale (paper 7.1 design; N = 2 F^2 K)\n\n" + _md(
-            papers, "no paper-scale probes in these runs (set paper_fleets: 10)"),
-        "## Endpoints a target lacks (n/a)\n\n" + _md(na, "none: every path answered"),
-        "## Probes not applicable, by reason\n\n" + _md(na_reasons, "none"),
-        "## Existence oracles\n\nA denied probe whose answer tells \"exists\" from \"does "
-        "not exist\" (`what` quotes both answers).\n\n" + _md(
-            oracles, "none (a run recorded before the matrix rework has no oracle verdicts at "
-                     "all)"),
-        "## Side effects\n\nProbes that changed a principal as the target answered them.\n\n"
-        + _md(effects, "none (a run recorded before the matrix rework has no side-effect "
-                       "verdicts at all)"),
-        "## Entity census\n\nEntities read back after the rows were written, the rows their "
-        "linked_memories list, and the rows whose link the target did not keep (their entity "
-        "probes are n/a).\n\n" + _md(
-            census, "no entity census in these runs (a run takes one since the matrix rework)"),
-        "## Principals the probes changed (drift)\n\n" + _md(
-            drift, "none: every agent kept its trust and home fleet"),
-        "## Gap catalogue\n\nOne line per target, path and finding; the principals it holds "
-        "for; a reproduction with the first of them (plan names: the run's nonce prefixes "
-        "every fleet and agent id on the wire). Per principal, with counts and visibilities: "
-        "`tables/matrix_gaps.csv`.\n\n" + _md(grouped(cat), "no gaps and no misses"),
-    ]) + "\n"
-    return MatrixSection(text, tables, [], summ, cat, heatmap(frames["matrix_cells"]))
+                             formats=("csv",), split_by="target")
+    cells = frames["matrix_cells"]
+    text = pages.summary_document(summ, cross, papers, cells, len(detail))
+    lists = {"matrix_not_applicable": na, "matrix_na_reasons": na_reasons,
+             "matrix_oracles": oracles, "matrix_side_effects": effects,
+             "matrix_entity_census": census, "matrix_agent_drift": drift}
+    readable = grouped(cat)
+    target_pages = {
+        pages.page_name(row.target): pages.target_page(
+            row.target, row.drop("target"), cells[cells.target == row.target], lists,
+            readable)
+        for _, row in summ.iterrows()}
+    return MatrixSection(text, tables, [], summ, cat, heatmap(cells), target_pages)
 
 
 def build(context: Context) -> SectionOutput:
@@ -311,7 +285,8 @@ def build(context: Context) -> SectionOutput:
     runs = tuple(section.summary.run_id) if not section.summary.empty else ()
     tables = {name: section.tables[name] for name in TABLES if name in section.tables}
     figures = {"matrix_heatmap": FigureOutput(
-        "matrix_heatmap", "matrix heatmap", [context.out_dir / "figures" / HEATMAP_FILE],
+        "matrix_heatmap", "matrix heatmap: gaps / judged probes per target and path family",
+        [context.out_dir / "figures" / HEATMAP_FILE],
         views=("matrix_cells",), files={f"figures/{HEATMAP_FILE}": section.heatmap})
         } if section.heatmap else {}
     output = SectionOutput(
@@ -319,10 +294,13 @@ def build(context: Context) -> SectionOutput:
         "Every principal (tenant key; agent keys at trust 0-3 by relation to the row; another "
         "tenant) x every path, judged against the written policy: gaps (returns, reveals or "
         "changes what the policy denies) and misses per target, the cross-tenant tally, the "
-        "gap catalogue with a reproduction and a mechanism per line. Full text: MATRIX.md. "
-        "The heatmap is a PNG only: its cells are pixels in any format, and a PDF of its "
-        "panels took as long again to draw for no sharper cell.",
-        tables=tables, figures=figures, files={"MATRIX.md": section.document.encode()},
+        "gap catalogue with a reproduction and a mechanism per line. Summary: MATRIX.md; "
+        "each target's grid (principal x path family, gaps/n per cell), lists and catalogue: "
+        "matrix/<target>.md. The heatmap (targets x path families, gaps/n in each cell) is a "
+        "PNG only: nothing reads a PDF of it.",
+        tables=tables, figures=figures,
+        files={"MATRIX.md": section.document.encode(),
+               **{name: text.encode() for name, text in section.pages.items()}},
         notes=[n for n in section.notes if n != NO_RUNS], notebook="matrix.ipynb",
         views=VIEWS, runs=runs, data={"matrix": section})
     return finish(output, context)
