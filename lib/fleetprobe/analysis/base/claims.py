@@ -35,6 +35,9 @@ SMOKE_SUFFIX = " (smoke)"
 # the statuses the reproduction headline counts (with a measured basis, REPRODUCING)
 COUNTED = (REPRODUCED, DIFFERS)
 STATUSES = (REPRODUCED, DIFFERS, SMOKE_SAME, SMOKE_DIFFERS, HOLDS, NOT_COMPARABLE, NOT_MEASURED)
+# every status a verdict may have, reproduction targets' first, then comparisons'
+ALL_STATUSES = (*STATUSES, SAME_AS_SERVICE, DIFFERS_FROM_SERVICE,
+                SAME_AS_SERVICE + SMOKE_SUFFIX, DIFFERS_FROM_SERVICE + SMOKE_SUFFIX)
 REPRODUCTION, COMPARISON = "reproduction", "comparison"
 UNMEASURED = "unmeasured"
 PAPER_SEARCH_LEAK = ((72, 164), (4, 28))
