@@ -30,6 +30,7 @@ from fleetprobe.analysis.base.stats import Rate, fmt_count, fmt_counts, fmt_rate
 REPRODUCED, DIFFERS, NOT_COMPARABLE, NOT_MEASURED = (
     "reproduced", "differs", "not comparable", "not measured")
 HOLDS, SMOKE_SAME, SMOKE_DIFFERS = "holds by design", "smoke: same", "smoke: differs"
+SAME = "same"  # an outcome: the measured value is the paper's (by the comparison's rule)
 SAME_AS_SERVICE, DIFFERS_FROM_SERVICE = "same as paper's service", "differs from paper's service"
 SMOKE_SUFFIX = " (smoke)"
 # the statuses the reproduction headline counts (with a measured basis, REPRODUCING)
@@ -61,6 +62,9 @@ class Verdict:
     n: int | None = None  # the trials the measurement has (the trials rule reads it)
     role: str = REPRODUCTION  # or COMPARISON: a target that cannot reproduce the claim
     separated: bool = False  # the measured interval does not overlap the paper's
+    # the comparison alone, before basis, role and trials: same / differs / not comparable /
+    # not measured (what a profile and its engine are compared on, sections/fidelity)
+    outcome: str = NOT_MEASURED
 
 
 # ------------------------------------------------------------------------------ formatting
@@ -119,6 +123,7 @@ def judge(results: Results, claim: dict[str, Any], label: str | None = None) -> 
     base.run_ids, base.target_kind = [run.run_id], str(run.target_kind)
     base.role = REPRODUCTION if basis.reproduces_for(results, claim, run) else COMPARISON
     judged = JUDGES[claim["kind"]](results, claim, run, base)
+    judged.outcome = {REPRODUCED: SAME, DIFFERS: DIFFERS}.get(judged.status, judged.status)
     if judged.status in (REPRODUCED, DIFFERS):
         judged.basis, why = basis.basis_of(results, claim, run, claim_rate(results, claim, run))
         judged.reason = f"{judged.reason}; {why}"
