@@ -56,6 +56,22 @@ def _claims(results, pair: Pair) -> pd.DataFrame:  # noqa: ANN001 - Results
     return best
 
 
+def _claims_only(results, profiles: dict[str, str],  # noqa: ANN001 - Results
+                 done: set[str]) -> list[pd.DataFrame]:
+    """The claims of each pair with no matrix pair (e.g. the remediation, 045039f): its
+    profile's canonical runs beside the latest engine run at its commit."""
+    found = []
+    engines = results.runs[results.runs.target_kind == "engine"].sort_values("run_id")
+    for commit, profile in profiles.items():
+        at = engines[engines.engine_commit.fillna("").str.startswith(commit)]
+        if profile in done or at.empty:
+            continue
+        rows = claim_rows(results, profile, at.profile.iloc[-1])
+        if not rows.empty:
+            found.append(rows.assign(pair=f"{profile} vs {commit}", profile_label=profile))
+    return found
+
+
 def build(context: Context) -> SectionOutput:
     results = context.results(EXPERIMENTS)
     settings = results.paper.get("fidelity") or {}
@@ -76,8 +92,9 @@ def build(context: Context) -> SectionOutput:
             cells.append(c.assign(**key))
             diffs.append(d.assign(**key))
         per_pair = {p.profile: p for p in matrix_pairs}.values()
-        claims = pd.concat([_claims(results, p) for p in per_pair] or [pd.DataFrame()],
-                           ignore_index=True)
+        claims = pd.concat([_claims(results, p) for p in per_pair]
+                           + _claims_only(results, profiles, {p.profile for p in per_pair})
+                           or [pd.DataFrame()], ignore_index=True)
         sep = pairs(results.runs, "separation", profiles, fitted)
         separations = [separation_rows(results, x.profile_run.run_id, x.engine_run.run_id)
                        .assign(pair=x.name, fitted=x.fitted) for x in sep]

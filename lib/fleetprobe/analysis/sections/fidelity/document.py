@@ -65,7 +65,9 @@ def experiment_lines(runs: pd.DataFrame, claims: pd.DataFrame, separations: list
     agreement on the fitted and on the held-out runs apart: nothing shown further down
     disagrees without a line here."""
     rows = []
-    for name, group in runs.groupby("pair", sort=False):
+    names = dict.fromkeys([*runs.pair, *(claims.pair if "pair" in claims else [])])
+    for name in names:
+        group = runs[runs.pair == name]
         line = {"pair": name, "experiment": "matrix cells"}
         for kind in ("fitted", "held out"):
             part = group[group.fitted == kind]
