@@ -115,3 +115,31 @@ def test_claims_without_runs_are_not_measured(tmp_path):
     judged = verdict.judge_all(Results.load(tmp_path))
     assert {v.status for v in judged} == {verdict.NOT_MEASURED}
     assert all("no " in v.reason or "cannot measure" in v.reason for v in judged)
+
+
+def test_every_registered_claim_can_be_judged_or_says_why_not(results):
+    kinds = set(verdict.JUDGES) | {verdict.UNMEASURED}
+    ids = [c["id"] for c in results.claims]
+    assert len(set(ids)) == len(ids)
+    for claim in results.claims:
+        assert claim["kind"] in kinds, claim["id"]
+        if claim["kind"] == verdict.UNMEASURED:
+            assert claim["reason"] and claim["paper_value"] and claim["experiment"], claim["id"]
+            judged = verdict.judge(results, claim)
+            assert judged.status == verdict.NOT_MEASURED and claim["reason"] in judged.reason
+        elif claim["kind"] == "rule":
+            assert claim["expect"] in verdict.RULE_TEXT, claim["id"]
+    # the claims issue 36 names are registered
+    assert {"redistribute_below_trust3", "redistribute_trust3_moves", "cross_tenant_rejected",
+            "propagation_window_first_poll", "contradiction_write_tail"} <= set(ids)
+
+
+def test_a_rule_claim_holds_only_as_the_paper_states_it(results, fixture_traces):
+    claim = {"id": "x", "label": "x", "section": "9.3", "profile": "memclaw-2026-05-30",
+             "kind": "rule", "expect": "none", "metric": "propagation_cross_fleet_leak"}
+    # the fixture's propagation run: 0 of 80 foreign probes leak
+    judged = verdict.judge(results, claim)
+    assert judged.outcome == verdict.SAME and judged.n == 80
+    assert judged.status == verdict.REPRODUCED and judged.basis == basis.PROFILE
+    judged = verdict.judge(results, {**claim, "expect": "some"})
+    assert judged.outcome == verdict.DIFFERS and judged.status == verdict.DIFFERS
