@@ -327,6 +327,13 @@ FROM contradiction_writes GROUP BY ALL
 -- a fixed row order (GROUP BY alone leaves it to DuckDB's threads; nbval compares outputs)
 ORDER BY run_id, prose_diversity, scenario DESC, write_index, outcome;
 
+-- rejected writes that were the second write of their pair (paper 8.4: the rejections "fall
+-- roughly evenly across the first and second write of a pair")
+CREATE VIEW contradiction_rejected_second_write AS
+SELECT run_id, count(*) FILTER (WHERE NOT admitted AND write_index = 1) AS numerator,
+       count(*) FILTER (WHERE NOT admitted) AS denominator
+FROM contradiction_writes GROUP BY run_id;
+
 -- fact-runs in which both writes were admitted (paper 90/200)
 CREATE VIEW contradiction_both_admitted AS
 SELECT run_id, count(*) FILTER (WHERE both_admitted) AS numerator,

@@ -181,7 +181,8 @@ def _no_run_reason(results: Results, experiment: str, profile: str) -> str:
             f"{', '.join(runs.run_id)}; select one with --run to compare it)")
 
 
-RULE_TEXT = {"none": "none", "all": "all", "some": "at least one"}
+RULE_TEXT = {"none": "none", "all": "all", "some": "at least one",
+             "even": "about half (1/2 inside the 95% interval)"}
 
 
 def paper_text(claim: dict[str, Any]) -> str:
@@ -223,7 +224,7 @@ def _judge_rule(results: Results, claim, run, verdict: Verdict) -> Verdict:
     verdict.measured, verdict.n = fmt_rate(measured), measured.n
     expect = claim["expect"]
     same = {"none": measured.k == 0, "all": measured.k == measured.n,
-            "some": measured.k > 0}[expect]
+            "some": measured.k > 0, "even": measured.low <= 1 / 2 <= measured.high}[expect]
     verdict.status = REPRODUCED if same else DIFFERS
     verdict.separated = not same
     verdict.reason = (f"{measured.k} of {measured.n} trials, the paper states "
