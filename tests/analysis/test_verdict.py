@@ -89,6 +89,10 @@ def test_latency_against_a_live_target(tmp_path):
     # than the paper's 194 (smoke)
     assert judged["contradiction_write_latency"].status == verdict.SMOKE_DIFFERS
     assert "p99 x0.09" in judged["contradiction_write_latency"].reason
+    # a ratio of two latency views of one run, judged by the same latency rule
+    ratio = judged["contradiction_detection_adds_no_latency"]
+    assert ratio.measured.startswith("p50 ratio ") and "ratio x" in ratio.reason
+    assert ratio.status != verdict.NOT_COMPARABLE
 
 
 def test_explicitly_selected_run_replaces_the_canonical_one(fixture_traces):

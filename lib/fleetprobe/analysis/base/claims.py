@@ -197,6 +197,8 @@ def paper_text(claim: dict[str, Any]) -> str:
         return f"p99/p50 = {claim['p99'] / claim['p50']:.1f} ({fmt_latency(claim, ('p50', 'p99'))})"
     if kind == UNMEASURED:
         return claim["paper_value"]
+    if kind == "ratio":
+        return f"{claim['percentile']} ratio {claim['ratio']:.2f} (stated, no percentiles)"
     return f"returned={claim['returned']} (HTTP {claim['status']})"
 
 
@@ -260,6 +262,24 @@ def _judge_tail(results: Results, claim, run, verdict: Verdict) -> Verdict:
     return verdict
 
 
+def _judge_ratio(results: Results, claim, run, verdict: Verdict) -> Verdict:
+    """One latency view's percentile over another's in the same run (`metric` over `over`,
+    at `percentile`), against the paper's `ratio`, judged by the latency rule."""
+    key = claim["percentile"]
+    top, bottom = (results.measured_latency(m, run.run_id) for m in (claim["metric"],
+                                                                      claim["over"]))
+    if not top or not bottom or not bottom.get(key) or key not in top:
+        verdict.reason = f"run {run.run_id} lacks {claim['metric']} or {claim['over']}"
+        return verdict
+    verdict.n = int(min(top["n"], bottom["n"]))
+    ratio = top[key] / bottom[key]
+    verdict.measured = (f"{key} ratio {ratio:.2f} ({top[key]:,.0f} / {bottom[key]:,.0f} ms, "
+                        f"n={int(top['n'])} / {int(bottom['n'])})")
+    verdict.status, verdict.reason = latency_verdict(
+        run, {"ratio": ratio}, {"ratio": claim["ratio"]}, ("ratio",))
+    return verdict
+
+
 def latency_verdict(run: pd.Series, measured: dict[str, float], claim: dict[str, Any],
                     keys: Sequence[str]) -> tuple[str, str]:
     """(status, reason) for a latency claim: comparable only against a live target that is
@@ -313,7 +333,8 @@ def _judge_admission(results: Results, claim, run, verdict: Verdict) -> Verdict:
 
 
 JUDGES = {"rate": _judge_rate, "latency": _judge_latency, "outcome": _judge_outcome,
-          "admission": _judge_admission, "rule": _judge_rule, "tail": _judge_tail}
+          "admission": _judge_admission, "rule": _judge_rule, "tail": _judge_tail,
+          "ratio": _judge_ratio}
 
 
 def _matches(column: pd.Series, wanted: Any) -> pd.Series:
