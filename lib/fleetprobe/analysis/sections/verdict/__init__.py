@@ -7,7 +7,9 @@ The judging itself is `base.claims` (a pure function of the traces); this sectio
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 import pandas as pd
 
@@ -18,6 +20,7 @@ from fleetprobe.analysis.base.labels import claim_profiles
 from fleetprobe.analysis.base.results import ABLATION, PROFILES, Results
 from fleetprobe.analysis.base.section import REPRODUCTION as DOCUMENT
 from fleetprobe.analysis.base.section import Context, Fragment, SectionOutput, finish
+from fleetprobe.analysis.base.sql_views import view_statements
 from fleetprobe.analysis.base.tables import Table, empty_note, markdown
 from fleetprobe.analysis.sections.verdict import head as verdict_head
 from fleetprobe.analysis.sections.verdict import limitations
@@ -32,11 +35,10 @@ def build(context: Context) -> SectionOutput:
     results = context.results(EXPERIMENTS)
     try:
         judged = verdicts.judge_all(results)
-        claim_views = tuple(dict.fromkeys(c["metric"] for c in results.claims if c["metric"]))
+        claim_views = views_of(results.claims)
         tables = [
-            replace(table2(judged), views=tuple(dict.fromkeys(
-                c["metric"] for c in results.claims
-                if c["metric"] and not c["id"].startswith(TABLE2_EXCLUDED_PREFIXES)))),
+            replace(table2(judged), views=views_of(
+                c for c in results.claims if not c["id"].startswith(TABLE2_EXCLUDED_PREFIXES))),
             replace(profiles(results), views=claim_views),
             replace(verdict_head.comparisons(judged), views=claim_views),
         ]
@@ -58,6 +60,15 @@ def build(context: Context) -> SectionOutput:
         return finish(output, context)
     finally:
         results.con.close()
+
+
+def views_of(claims: Iterable[dict[str, Any]]) -> tuple[str, ...]:
+    """The metric views of metrics.sql the claims read: a claim's metric where it names a
+    view, else the long latency table it is a row of (the triggered / untriggered split)."""
+    defined = view_statements()
+    return tuple(dict.fromkeys(
+        name if name in defined else "latency_metrics"
+        for c in claims for name in (c["metric"], c.get("over")) if name))
 
 
 def engine_label(results: Results, commit: str) -> str | None:
