@@ -7,6 +7,7 @@ import json
 import pandas as pd
 
 from fleetprobe.analysis.sections.fidelity.cells import compare_cells
+from fleetprobe.analysis.sections.fidelity.document import experiment_lines
 from fleetprobe.analysis.sections.fidelity.pairs import pairs
 
 COLUMNS = ["probe_id", "path", "principal", "visibility", "verdict", "what", "status",
@@ -50,6 +51,34 @@ def test_a_cell_agrees_only_when_every_probe_in_it_agrees() -> None:
     assert "HTTP 200 where the profile answered HTTP 403" in e3.reason
     assert diffs.iloc[1].profile == "no such verdict"
     assert diffs.iloc[1].reason == "only the engine recorded this verdict"
+    # each cell shows each side's verdicts, not only agree / differ
+    by = cells.set_index(cells.path + "/" + cells.principal)
+    assert by.at["bulk_write/t0 own", "profile verdict"] == "ok 1"
+    assert by.at["bulk_write/t0 own", "engine verdict"] == "gap 1"
+    assert by.at["get/t1 own", "engine verdict"] == "ok 2"
+    assert by.at["search/t1 own", "profile verdict"] == "none 1"
+
+
+def test_the_headline_has_a_line_per_experiment_and_pair_fitted_and_held_out_apart() -> None:
+    runs = pd.DataFrame([{"pair": "p vs e", "fitted": "fitted", "agreeing": 9, "cells": 10},
+                         {"pair": "p vs e", "fitted": "held out", "agreeing": 8, "cells": 10}])
+    claims = pd.DataFrame([
+        {"pair": "p vs e", "profile": "same (holds by design): 1/1", "engine": "differs "
+         "(differs): 0/1", "same outcome": "no"},
+        {"pair": "p vs e", "profile": "not measured (not measured): -", "engine": "same "
+         "(reproduced): 1/1", "same outcome": "no"}])
+    separation = [pd.DataFrame({"agree": ["yes", "no"], "pair": "p vs e", "fitted": True})]
+    dynamics = [pd.DataFrame({"agree": ["no"], "pair": "p vs e", "fitted": False})]
+    lines = experiment_lines(runs, claims, separation, dynamics).set_index("experiment")
+    assert list(lines.index) == ["matrix cells", "paper claims (same outcome)",
+                                 "separation rates", "dynamics rates"]
+    assert lines.at["matrix cells", "fitted"].startswith("9/10")
+    assert lines.at["matrix cells", "held out"].startswith("8/10")
+    assert lines.at["paper claims (same outcome)", "held out"].startswith("0/1 (0.0%) measured "
+                                                                          "on both, 1 on one")
+    assert lines.at["separation rates", "fitted"].startswith("1/2")
+    assert lines.at["separation rates", "held out"] == "no run"
+    assert lines.at["dynamics rates", "held out"].startswith("0/1")
 
 
 def test_runs_pair_with_their_profile_under_the_same_params() -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from fleetprobe.analysis.base import sql_views
-from fleetprobe.analysis.base.claims import DIFFERS, NOT_COMPARABLE, NOT_MEASURED, REPRODUCED
+from fleetprobe.analysis.base.claims import ALL_STATUSES, DIFFERS
 from fleetprobe.analysis.base.html import (
     PAPER_SECTIONS,
     _e,
@@ -33,7 +33,7 @@ from fleetprobe.analysis.base.html import (
 )
 
 INDEX = "index.html"
-STATUSES = (REPRODUCED, DIFFERS, NOT_COMPARABLE, NOT_MEASURED)
+STATUSES = ALL_STATUSES
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 1400px;

@@ -107,6 +107,17 @@ SELECT run_id, credential, trust, relation, expected,
 FROM events WHERE experiment = 'leakage' AND phase = 'agent_probe'
 GROUP BY ALL;
 
+-- paper 8.1: /whoami resolves an agent key to its bound agent and a tenant key to
+-- agent_id = null (the identity the GET handler then discarded)
+CREATE VIEW leakage_whoami_resolved AS
+SELECT run_id,
+       count(*) FILTER (WHERE status = 200 AND CASE credential
+                            WHEN 'agent' THEN whoami_agent_id = prober_agent
+                            ELSE whoami_agent_id IS NULL END) AS numerator,
+       count(*) AS denominator
+FROM events WHERE experiment = 'leakage' AND phase = 'whoami' AND status IS NOT NULL
+GROUP BY run_id;
+
 -- 9.1 remediation re-probe: returned k/n by trust x relation (paper: trust-1 cross-fleet
 -- 0/36, trust-2 cross-fleet 36/36, same-fleet controls 12/12, leaks 0/96)
 CREATE VIEW leakage_reprobe AS
@@ -253,6 +264,13 @@ SELECT run_id, count(*) FILTER (WHERE visible) AS numerator,
        count(*) FILTER (WHERE visible IS NOT NULL) AS denominator
 FROM events WHERE experiment = 'propagation' AND phase = 'window' GROUP BY run_id;
 
+-- window facts seen on the poller's first search after the write: a window of one search
+-- round trip (paper 8.3, 9.4: all 8 with poll_count = 1)
+CREATE VIEW propagation_window_first_poll AS
+SELECT run_id, count(*) FILTER (WHERE visible AND poll_count = 1) AS numerator,
+       count(*) FILTER (WHERE visible IS NOT NULL) AS denominator
+FROM events WHERE experiment = 'propagation' AND phase = 'window' GROUP BY run_id;
+
 -- window facts that became visible, with their time to visible (Fig. 6 plots these)
 CREATE VIEW propagation_window_facts AS
 SELECT run_id, fact_id, time_to_visible_ms, poll_count FROM events
@@ -309,6 +327,13 @@ FROM contradiction_writes GROUP BY ALL
 -- a fixed row order (GROUP BY alone leaves it to DuckDB's threads; nbval compares outputs)
 ORDER BY run_id, prose_diversity, scenario DESC, write_index, outcome;
 
+-- rejected writes that were the second write of their pair (paper 8.4: the rejections "fall
+-- roughly evenly across the first and second write of a pair")
+CREATE VIEW contradiction_rejected_second_write AS
+SELECT run_id, count(*) FILTER (WHERE NOT admitted AND write_index = 1) AS numerator,
+       count(*) FILTER (WHERE NOT admitted) AS denominator
+FROM contradiction_writes GROUP BY run_id;
+
 -- fact-runs in which both writes were admitted (paper 90/200)
 CREATE VIEW contradiction_both_admitted AS
 SELECT run_id, count(*) FILTER (WHERE both_admitted) AS numerator,
@@ -318,6 +343,13 @@ FROM contradiction_checks GROUP BY run_id;
 -- detection rate over all fact-runs (paper 98/200)
 CREATE VIEW contradiction_detection_all AS
 SELECT run_id, count(*) FILTER (WHERE detected) AS numerator,
+       count(*) FILTER (WHERE detected IS NOT NULL) AS denominator
+FROM contradiction_checks GROUP BY run_id;
+
+-- detections in fact-runs that admitted one write only: the other scenario's admitted write
+-- superseded it (paper 8.4: 8 such cross-scenario detections of 200 fact-runs)
+CREATE VIEW contradiction_cross_scenario AS
+SELECT run_id, count(*) FILTER (WHERE detected AND NOT both_admitted) AS numerator,
        count(*) FILTER (WHERE detected IS NOT NULL) AS denominator
 FROM contradiction_checks GROUP BY run_id;
 
@@ -839,6 +871,33 @@ SELECT run_id, run_profile AS profile, path,
        count(*) FILTER (WHERE verdict NOT IN ('n/a', 'error')) AS probes,
        count(*) FILTER (WHERE verdict = 'gap')                 AS successes
 FROM matrix_verdicts WHERE cross_tenant GROUP BY ALL;
+
+-- paper 9.1: cross-tenant GET-by-id and search probes that reached another tenant's row
+-- (the paper: "cross-tenant requests are rejected on both paths")
+CREATE VIEW matrix_cross_tenant_read AS
+SELECT run_id, count(*) FILTER (WHERE verdict = 'gap') AS numerator, count(*) AS denominator
+FROM matrix_verdicts
+WHERE cross_tenant AND NOT is_effect AND (path = 'get' OR path LIKE 'search%')
+  AND verdict NOT IN ('n/a', 'error')
+GROUP BY run_id;
+
+-- paper 9.3: same-tenant redistributes that moved the row (gap on a denied one, ok on an
+-- allowed one), by requester trust below 3 and at 3
+CREATE VIEW matrix_redistribute_by_trust AS
+SELECT run_id, trust >= 3 AS at_trust3,
+       count(*) FILTER (WHERE (expected = 'deny' AND verdict = 'gap')
+                           OR (expected = 'allow' AND verdict = 'ok')) AS numerator,
+       count(*) AS denominator
+FROM matrix_verdicts
+WHERE path LIKE 'redistribute%' AND NOT cross_tenant AND NOT is_effect AND trust IS NOT NULL
+  AND verdict IN ('ok', 'gap', 'refused')
+GROUP BY ALL;
+
+CREATE VIEW matrix_redistribute_below_trust3 AS
+SELECT run_id, numerator, denominator FROM matrix_redistribute_by_trust WHERE NOT at_trust3;
+
+CREATE VIEW matrix_redistribute_trust3 AS
+SELECT run_id, numerator, denominator FROM matrix_redistribute_by_trust WHERE at_trust3;
 
 -- the paper's two rates (and their miss companions) at N = 2 F^2 K
 CREATE VIEW matrix_paper_rates AS

@@ -1,27 +1,25 @@
-"""What a reproduced claim rests on: the server's mechanism, the workload's construction, or
-only overlapping intervals.
+"""What a verdict rests on (its basis) and how many trials decide it: the rules, once.
 
-The verdict calls a rate `reproduced` whenever the paper's and the measured 95% Wilson
-intervals overlap. A referee needs to know more: whether the bundled server reaches the
-paper's number through the mechanism the paper describes (`mechanism`), whether the number is
-fixed by how the workload is built, whatever the system does (`workload construction`), or
-whether the point estimates differ and only the intervals overlap (`interval overlap only`).
+Every judged claim names its basis, one of:
+- `measured: MemClaw's engine`: MemClaw's own code (target kind `engine`), started by the kit;
+- `measured: live endpoint`: a live MemClaw-compatible service (target kind `live`);
+- `measured: bundled profile`: the bundled reference server, where the kit states no rule
+  that gives the number (it comes out of the simulator's search, embedder and timing);
+- `simulator's rule`: the bundled server gives the paper's number because the kit wrote the
+  rule that gives it (the stated mechanisms below): true by design, no evidence about MemClaw;
+- `workload construction`: the workload fixes the number whatever the system does (a count
+  of the plan, or contradiction rejections that are all concurrent-pair repeats);
+- `measured: backend`: another memory library behind an adapter (a comparison, never a
+  reproduction of the paper's service).
 
-The rules, in order (`MemClaw's code`: the run is MemClaw's engine at the commit the claim's
-profile stands for, and it gives the paper's count; it outranks every statement about the
-bundled server):
-1. contradiction claims, when every rejection of the run is a concurrent-pair write (the
-   headline workload's concurrent pair repeats its sequential pair's sentences): workload
-   construction, with the concurrent-path detection where it is exercised beside it;
-2. point estimates that differ: interval overlap only, with why where the kit knows it;
-3. the mechanism or construction stated below for the claim, with numbers from the run;
-4. MemClaw's code, for the engine of the claim's profile.
-A claim that is not reproduced has no basis ("-").
+The rules, in order: (1) contradiction claims whose run rejects only concurrent-pair
+repeats, and claims stated as workload construction: construction, on any target; (2) the
+bundled server under the profile the claim names, for a claim with a stated mechanism: the
+simulator's rule; (3) otherwise the kind of target that answered. Only the `measured:` bases
+other than backends can reproduce a claim (`REPRODUCING`).
 
-The stated mechanisms describe the bundled server under the profile a claim names. Any other
-target (a live endpoint, the engine, a backend, another bundled profile) gets no stated
-mechanism: its reason is what that target answered on the claim's path (statuses and counts
-from its trace), and it says that no mechanism is known beyond those answers.
+The trials rule (`TRIALS_RULE`, cited on the page): a measurement decides only with enough
+trials; fewer is smoke, shown apart and never counted.
 """
 
 from __future__ import annotations
@@ -33,11 +31,40 @@ import pandas as pd
 from fleetprobe.analysis.base.results import Results
 from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate
 
-MECHANISM, WORKLOAD, OVERLAP_ONLY, NO_BASIS = (
-    "mechanism", "workload construction", "interval overlap only", "-")
-# measured on MemClaw's own code at the commit the claim's profile stands for
-# (paper_values.yaml fidelity.pairs): the strongest basis the kit has
-REAL_CODE = "MemClaw's code"
+ENGINE, LIVE, PROFILE, BACKEND = (
+    "measured: MemClaw's engine", "measured: live endpoint", "measured: bundled profile",
+    "measured: backend")
+RULE, WORKLOAD, NO_BASIS = "simulator's rule", "workload construction", "-"
+# the bases a reproduction may rest on, and those that hold by design
+REPRODUCING = (ENGINE, LIVE, PROFILE)
+BY_DESIGN = (RULE, WORKLOAD)
+BASES = (ENGINE, LIVE, PROFILE, RULE, WORKLOAD, BACKEND)
+KIND_BASIS = {"engine": ENGINE, "live": LIVE, "reference": PROFILE, "backend": BACKEND}
+
+
+def min_trials(paper: dict[str, Any]) -> int:
+    """The smallest n that can decide (paper_values.yaml `deciding_trials`)."""
+    return int(paper["deciding_trials"])
+
+
+def trials_rule(paper: dict[str, Any]) -> str:
+    """The rule in words, for the page (one place: `decides` below implements it)."""
+    return (f"Trials rule: a measurement decides a claim when it has at least "
+            f"{min_trials(paper)} trials and either at least the paper's own n for that claim "
+            "(so its 95% Wilson interval is as narrow as the paper's and can tell `same` from "
+            "`differs` as well as the paper's number can) or a 95% Wilson interval that does "
+            "not overlap the paper's (a difference already separated). A claim the paper "
+            f"states with fewer than {min_trials(paper)} trials (Table 3's single probes, the "
+            "8 window facts) cannot be decided at the paper's own n. A measurement short of "
+            "the rule is `smoke`, shown apart and never counted as reproduced or differing.")
+
+
+def decides(paper: dict[str, Any], n: int, paper_n: int | None, separated: bool) -> bool:
+    """True when n trials are enough to decide (the trials rule; `trials_rule` says it)."""
+    if n < min_trials(paper):
+        return False
+    return separated or paper_n is None or n >= paper_n
+
 
 # What each claim rests on when the run gives the paper's count: (basis, reason). The reasons
 # describe the bundled reference server (reference_server/) and the harness's plans.
@@ -46,42 +73,54 @@ STATED: dict[str, tuple[str, str]] = {
         WORKLOAD, "a count of the probes the plan makes (4 fleets x 6 agents, 8 secrets) that "
                   "got an answer; it says the harness ran, not how the server governs"),
     "leakage_get_exposure": (
-        MECHANISM, "GET-by-id under the tenant key checks the tenant only (profile "
+        RULE, "GET-by-id under the tenant key checks the tenant only (profile "
                    "memclaw-2026-05-30), so every cross-scope row is returned"),
     "leakage_get_miss": (
-        MECHANISM, "the tenant key reads every row of its tenant by id, so no entitled row "
+        RULE, "the tenant key reads every row of its tenant by id, so no entitled row "
                    "can be missed"),
     "leakage_search_miss": (
-        MECHANISM, "the four misses are the four authors' agent-scoped secrets, which an "
+        RULE, "the four misses are the four authors' agent-scoped secrets, which an "
                    "identity-less tenant-key search cannot see"),
-    "table3_tenant_key": (MECHANISM, "GET-by-id checks the tenant only"),
-    "table3_trust1_cross_fleet": (MECHANISM, "GET-by-id checks the tenant only, not the "
+    "table3_tenant_key": (RULE, "GET-by-id checks the tenant only"),
+    "table3_trust1_cross_fleet": (RULE, "GET-by-id checks the tenant only, not the "
                                              "trust ladder"),
-    "table3_trust2_cross_fleet": (MECHANISM, "GET-by-id checks the tenant only"),
-    "table3_trust1_same_fleet": (MECHANISM, "GET-by-id checks the tenant only"),
+    "table3_trust2_cross_fleet": (RULE, "GET-by-id checks the tenant only"),
+    "table3_trust1_same_fleet": (RULE, "GET-by-id checks the tenant only"),
     "reprobe_trust1_cross_fleet": (
-        MECHANISM, "the remediated GET-by-id applies the scope predicate and trust ladder "
+        RULE, "the remediated GET-by-id applies the scope predicate and trust ladder "
                    "and answers 404 when denied"),
-    "reprobe_trust2_cross_fleet": (MECHANISM, "trust 2 may read across fleets on the trust "
+    "reprobe_trust2_cross_fleet": (RULE, "trust 2 may read across fleets on the trust "
                                               "ladder"),
-    "reprobe_same_fleet": (MECHANISM, "a same-fleet read is in scope at any trust"),
-    "reprobe_leaks": (MECHANISM, "the remediated GET-by-id denies every expected-deny probe"),
+    "reprobe_same_fleet": (RULE, "a same-fleet read is in scope at any trust"),
+    "reprobe_leaks": (RULE, "the remediated GET-by-id denies every expected-deny probe"),
     "provenance_writes_succeeded": (
         WORKLOAD, "writes are paced at 8/s below the 10/s limit, so every planned write is "
                   "admitted; a count of the plan"),
     "provenance_completeness": (
-        MECHANISM, "each write stores its parent link and the walk reads it back by id"),
+        RULE, "each write stores its parent link and the walk reads it back by id"),
     "provenance_writer_accuracy": (
-        MECHANISM, "the server records the authenticated writer on each row"),
-    "provenance_depth_fidelity": (MECHANISM, "parent links are stored as written"),
+        RULE, "the server records the authenticated writer on each row"),
+    "provenance_depth_fidelity": (RULE, "parent links are stored as written"),
     "propagation_writes_succeeded": (WORKLOAD, "a count of the planned fact writes, paced "
                                                "below the rate limit"),
     "propagation_probes_produced": (WORKLOAD, "a count of the planned visibility probes"),
     "propagation_cross_fleet_leak": (
-        MECHANISM, "search applies the fleet predicate to every candidate row"),
+        RULE, "search applies the fleet predicate to every candidate row"),
     "propagation_window_visible": (
-        MECHANISM, "the bundled server commits a row and its embedding before it answers the "
-                   "write, so the first poll finds it"),
+        RULE, "the bundled server commits a row and its embedding before it answers the "
+              "write, so the first poll finds it"),
+    "propagation_window_first_poll": (
+        RULE, "the bundled server commits a row and its embedding before it answers the "
+              "write, so the first poll finds it"),
+    "provenance_rate_limited": (
+        WORKLOAD, "the harness paces writes at 8/s below the 10/s limit, so no write meets "
+                  "the limiter; a property of the pacing"),
+    "cross_tenant_rejected": (
+        RULE, "every read path asks the one scope predicate, whose first term is the tenant"),
+    "redistribute_below_trust3": (
+        RULE, "the profile's redistribute rule requires trust 3 (paper 9.3)"),
+    "redistribute_trust3_moves": (
+        RULE, "the profile's redistribute rule lets trust 3 move the row (paper 9.3)"),
 }
 
 # Why point estimates differ, where the kit knows: appended to "interval overlap only".
@@ -96,36 +135,47 @@ DIFFERENCE: dict[str, str] = {
 
 def basis_of(results: Results, claim: dict[str, Any], run: pd.Series,
              measured: Rate | None) -> tuple[str, str]:
-    """(basis, reason) for a reproduced claim judged against `run` (a canonical run row)."""
+    """(basis, why) for a claim judged against `run` (a canonical run row), whatever its
+    outcome: the rules of the module docstring, with numbers from the run."""
     run_id = run.run_id
     own = is_claims_own_target(claim, run)
+    extra = _extra(results, claim, run_id)
     if claim["metric"].startswith("contradiction_"):
         found = contradiction_construction(results, run_id)
         if found:
-            return WORKLOAD, "; ".join(p for p in (found, _extra(results, claim, run_id)) if p)
-    paper = rate(claim["k"], claim["n"]) if "k" in claim and "n" in claim else None
+            return WORKLOAD, "; ".join(p for p in (found, extra) if p)
     stated = STATED.get(claim["id"])
-    extra = _extra(results, claim, run_id)
+    if stated is not None and stated[0] == WORKLOAD:
+        return WORKLOAD, "; ".join(p for p in (stated[1], extra) if p)
+    if stated is not None and own:
+        return RULE, "; ".join(p for p in (stated[1], extra) if p)
+    kind = str(run.get("target_kind") or "reference")
+    basis = KIND_BASIS.get(kind, PROFILE)
+    paper = rate(claim["k"], claim["n"]) if "k" in claim and claim.get("n") else None
+    notes = []
     if paper is not None and measured is not None and measured.n and \
-            abs(paper.value - measured.value) > 1e-9:
-        reason = (f"point estimates differ (paper {paper.value:.3f}, measured "
-                  f"{measured.value:.3f})")
-        why = DIFFERENCE.get(claim["id"]) if own else answered(results, claim, run)
-        return OVERLAP_ONLY, "; ".join(p for p in (reason, why, extra) if p)
-    if stated is not None and (own or stated[0] == WORKLOAD):
-        basis, reason = stated
-        return basis, "; ".join(p for p in (reason, extra) if p)
+            abs(paper.value - measured.value) > 1e-9 and measured.overlaps(paper):
+        notes.append(f"point estimates differ, intervals overlap (paper {paper.value:.3f}, "
+                     f"measured {measured.value:.3f})")
+        if own and claim["id"] in DIFFERENCE:
+            notes.append(DIFFERENCE[claim["id"]])
     commit = claims_engine_commit(results, claim, run)
-    if commit is not None and claim["kind"] != "latency":  # loopback latency proves nothing
-        return REAL_CODE, "; ".join(p for p in (
-            f"the paper's count, measured on MemClaw's own code at {commit} (the engine the "
-            f"{claim['profile']} profile stands for)", answered(results, claim, run), extra)
-            if p)
+    if commit is not None:
+        notes.append(f"MemClaw's own code at {commit}, the engine the {claim['profile']} "
+                     "profile stands for")
     if not own:
-        return OVERLAP_ONLY, "; ".join(p for p in (
-            "same point estimate as the paper", answered(results, claim, run), extra) if p)
-    return OVERLAP_ONLY, "same point estimate as the paper; the kit states no mechanism " \
-                         "for it"
+        notes.append(answered(results, claim, run))
+    elif not notes:
+        notes.append("the kit states no rule that gives this number")
+    return basis, "; ".join(p for p in (*notes, extra) if p)
+
+
+def reproduces_for(results: Results, claim: dict[str, Any], run: pd.Series) -> bool:
+    """True when the run can reproduce the claim: the bundled profile the claim names, the
+    engine at the commit that profile stands for, or a live endpoint. Every other target (a
+    backend, another engine or bundled profile) is a comparison with the paper's service."""
+    return (is_claims_own_target(claim, run) or run.get("target_kind") == "live"
+            or claims_engine_commit(results, claim, run) is not None)
 
 
 def engine_commit_of(results: Results, profile: str) -> str | None:

@@ -1,11 +1,16 @@
 """Paper versus reproduction: each claim of paper_values.yaml judged against the traces.
 
-Rates: `reproduced` when the paper's and the measured 95% Wilson intervals overlap, else
-`differs` with the reason the data shows. Latencies follow `latency_verdict` (the rule is
-stated in words by the live-targets section). A
-claim whose run or metric is absent from the traces is `not measured`. Runs are grouped by
-target label (the `profile` column): the bundled server's profiles, and one label per live
-endpoint, each judged on its own rows and never merged with another.
+A verdict is made in three steps. The comparison: a rate is the same as the paper's when the
+paper's and the measured 95% Wilson intervals overlap; a latency follows `latency_verdict`; a
+rule the paper states without a count (`rule`) holds when none / all / some of the measured
+trials obey it; a claim whose run or metric is absent is `not measured`, and a claim the kit
+cannot measure (`unmeasured`) says why. The basis (`basis.basis_of`): what the comparison
+rests on. The status (`status_of`): only a measurement on a target that can reproduce the
+claim, with enough trials (`basis.decides`), is `reproduced` or `differs`; a measurement with
+fewer trials is smoke; a number the workload or the simulator's own rule fixes `holds by
+design`; and any other target (a backend, another engine or profile) is compared with the
+paper's service (`same as paper's service` / `differs from paper's service`), never counted.
+Runs are grouped by target label (the `profile` column), each judged on its own rows.
 """
 
 from __future__ import annotations
@@ -24,6 +29,18 @@ from fleetprobe.analysis.base.stats import Rate, fmt_count, fmt_counts, fmt_rate
 
 REPRODUCED, DIFFERS, NOT_COMPARABLE, NOT_MEASURED = (
     "reproduced", "differs", "not comparable", "not measured")
+HOLDS, SMOKE_SAME, SMOKE_DIFFERS = "holds by design", "smoke: same", "smoke: differs"
+SAME = "same"  # an outcome: the measured value is the paper's (by the comparison's rule)
+SAME_AS_SERVICE, DIFFERS_FROM_SERVICE = "same as paper's service", "differs from paper's service"
+SMOKE_SUFFIX = " (smoke)"
+# the statuses the reproduction headline counts (with a measured basis, REPRODUCING)
+COUNTED = (REPRODUCED, DIFFERS)
+STATUSES = (REPRODUCED, DIFFERS, SMOKE_SAME, SMOKE_DIFFERS, HOLDS, NOT_COMPARABLE, NOT_MEASURED)
+# every status a verdict may have, reproduction targets' first, then comparisons'
+ALL_STATUSES = (*STATUSES, SAME_AS_SERVICE, DIFFERS_FROM_SERVICE,
+                SAME_AS_SERVICE + SMOKE_SUFFIX, DIFFERS_FROM_SERVICE + SMOKE_SUFFIX)
+REPRODUCTION, COMPARISON = "reproduction", "comparison"
+UNMEASURED = "unmeasured"
 PAPER_SEARCH_LEAK = ((72, 164), (4, 28))
 
 
@@ -38,9 +55,16 @@ class Verdict:
     status: str
     reason: str
     run_ids: list[str] = field(default_factory=list)
-    # what a reproduced claim rests on (analysis/basis.py): mechanism, workload construction
-    # or interval overlap only; "-" for a claim that is not reproduced
+    # what the verdict rests on (basis.py): a measurement kind, the simulator's rule or the
+    # workload's construction; "-" where nothing was compared
     basis: str = basis.NO_BASIS
+    target_kind: str = "-"
+    n: int | None = None  # the trials the measurement has (the trials rule reads it)
+    role: str = REPRODUCTION  # or COMPARISON: a target that cannot reproduce the claim
+    separated: bool = False  # the measured interval does not overlap the paper's
+    # the comparison alone, before basis, role and trials: same / differs / not comparable /
+    # not measured (what a profile and its engine are compared on, sections/fidelity)
+    outcome: str = NOT_MEASURED
 
 
 # ------------------------------------------------------------------------------ formatting
@@ -63,7 +87,12 @@ def latency_keys(claim: dict[str, Any]) -> tuple[str, ...]:
 
 
 def experiment_of(claim: dict[str, Any]) -> str:
-    return claim["metric"].split("_", 1)[0]
+    return claim.get("experiment") or claim["metric"].split("_", 1)[0]
+
+
+def paper_n(claim: dict[str, Any]) -> int | None:
+    """The paper's own n for a claim (Table 3 rows are single probes), None when unstated."""
+    return 1 if claim["kind"] == "outcome" else claim.get("n")
 
 
 # ------------------------------------------------------------------------------ judging
@@ -82,22 +111,64 @@ def judge(results: Results, claim: dict[str, Any], label: str | None = None) -> 
     """The verdict on one claim, against the canonical run of its experiment and profile
     (or of the given target label)."""
     profile = label or claim["profile"]
-    run = results.canonical_run(experiment_of(claim), profile)
     base = Verdict(claim["id"], claim["label"], claim["section"], profile,
                    paper_text(claim), "-", NOT_MEASURED, "", [])
+    if claim["kind"] == UNMEASURED:
+        base.reason = f"the kit cannot measure it: {claim['reason']}"
+        return base
+    run = results.canonical_run(experiment_of(claim), profile)
     if run is None:
         base.reason = _no_run_reason(results, experiment_of(claim), profile)
         return base
-    base.run_ids = [run.run_id]
+    base.run_ids, base.target_kind = [run.run_id], str(run.target_kind)
+    base.role = REPRODUCTION if basis.reproduces_for(results, claim, run) else COMPARISON
     judged = JUDGES[claim["kind"]](results, claim, run, base)
-    if judged.status == REPRODUCED:
-        measured = (results.measured_rate(claim["metric"], run.run_id)
-                    if claim["kind"] in ("rate", "admission") else None)
-        judged.basis, why = basis.basis_of(results, claim, run, measured)
-        judged.reason = f"{judged.reason}; {judged.basis}: {why}"
+    judged.outcome = {REPRODUCED: SAME, DIFFERS: DIFFERS}.get(judged.status, judged.status)
+    if judged.status in (REPRODUCED, DIFFERS):
+        judged.basis, why = basis.basis_of(results, claim, run, claim_rate(results, claim, run))
+        judged.reason = f"{judged.reason}; {why}"
+        judged.status = status_of(results.paper, claim, judged)
+    elif judged.status == NOT_COMPARABLE:
+        judged.basis = basis.KIND_BASIS.get(judged.target_kind, basis.PROFILE)
     if run.basis != PAPER_SCALE and judged.status != NOT_MEASURED:
         judged.reason = f"{judged.reason}; {run.basis}"
     return judged
+
+
+def status_of(paper: dict[str, Any], claim: dict[str, Any], verdict: Verdict) -> str:
+    """The status from the comparison (`verdict.status`, reproduced or differs), its basis,
+    its role and its trials: the rules of the module docstring."""
+    same = verdict.status == REPRODUCED
+    comparison = verdict.role == COMPARISON
+    if verdict.basis in basis.BY_DESIGN:
+        return HOLDS if same else (DIFFERS_FROM_SERVICE if comparison else DIFFERS)
+    decided = basis.decides(paper, verdict.n or 0, paper_n(claim), verdict.separated)
+    if comparison:
+        return (SAME_AS_SERVICE if same else DIFFERS_FROM_SERVICE) + (
+            "" if decided else SMOKE_SUFFIX)
+    if not decided:
+        return SMOKE_SAME if same else SMOKE_DIFFERS
+    return REPRODUCED if same else DIFFERS
+
+
+def is_counted(verdict: Verdict) -> bool:
+    """True when the reproduction headline counts the verdict (reproduced or differs)."""
+    return (verdict.role == REPRODUCTION and verdict.status in COUNTED
+            and verdict.basis in basis.REPRODUCING)
+
+
+def claim_rate(results: Results, claim: dict[str, Any], run: pd.Series) -> Rate | None:
+    """k of n of a rate-like claim in a run: from the long rate table, or, for a metric
+    outside it (the matrix claims, added views), from its own view."""
+    if claim["kind"] not in ("rate", "admission", "rule"):
+        return None
+    found = results.measured_rate(claim["metric"], run.run_id)
+    if found is not None:
+        return found
+    rows = results.view(claim["metric"], [run.run_id])
+    if rows.empty:
+        return None
+    return rate(int(rows.numerator.sum()), int(rows.denominator.sum()))
 
 
 def _no_run_reason(results: Results, experiment: str, profile: str) -> str:
@@ -110,26 +181,56 @@ def _no_run_reason(results: Results, experiment: str, profile: str) -> str:
             f"{', '.join(runs.run_id)}; select one with --run to compare it)")
 
 
+RULE_TEXT = {"none": "none", "all": "all", "some": "at least one",
+             "even": "about half (1/2 inside the 95% interval)"}
+
+
 def paper_text(claim: dict[str, Any]) -> str:
-    if claim["kind"] in ("rate", "admission"):
+    kind = claim["kind"]
+    if kind in ("rate", "admission"):
         return fmt_rate(paper_rate(claim))
-    if claim["kind"] == "latency":
+    if kind == "latency":
         return fmt_latency(claim, latency_keys(claim))
+    if kind == "rule":
+        return f"{RULE_TEXT[claim['expect']]} (a stated rule, no n)"
+    if kind == "tail":
+        return f"p99/p50 = {claim['p99'] / claim['p50']:.1f} ({fmt_latency(claim, ('p50', 'p99'))})"
+    if kind == UNMEASURED:
+        return claim["paper_value"]
+    if kind == "ratio":
+        return f"{claim['percentile']} ratio {claim['ratio']:.2f} (stated, no percentiles)"
     return f"returned={claim['returned']} (HTTP {claim['status']})"
 
 
 def _judge_rate(results: Results, claim, run, verdict: Verdict) -> Verdict:
-    measured = results.measured_rate(claim["metric"], run.run_id)
+    measured = claim_rate(results, claim, run)
     if measured is None or measured.n == 0:
         verdict.reason = f"run {run.run_id} has no events for {claim['metric']}"
         return verdict
-    verdict.measured = fmt_rate(measured)
+    verdict.measured, verdict.n = fmt_rate(measured), measured.n
     if measured.overlaps(paper_rate(claim)):
         verdict.status, verdict.reason = REPRODUCED, "95% Wilson intervals overlap"
     else:
-        verdict.status = DIFFERS
+        verdict.status, verdict.separated = DIFFERS, True
         context = data_context(results, claim, run.run_id)
         verdict.reason = "; ".join(["95% Wilson intervals do not overlap", *context])
+    return verdict
+
+
+def _judge_rule(results: Results, claim, run, verdict: Verdict) -> Verdict:
+    """A rule without a count: none, all or at least one of the measured trials obey it."""
+    measured = claim_rate(results, claim, run)
+    if measured is None or measured.n == 0:
+        verdict.reason = f"run {run.run_id} has no trials for {claim['metric']}"
+        return verdict
+    verdict.measured, verdict.n = fmt_rate(measured), measured.n
+    expect = claim["expect"]
+    same = {"none": measured.k == 0, "all": measured.k == measured.n,
+            "some": measured.k > 0, "even": measured.low <= 1 / 2 <= measured.high}[expect]
+    verdict.status = REPRODUCED if same else DIFFERS
+    verdict.separated = not same
+    verdict.reason = (f"{measured.k} of {measured.n} trials, the paper states "
+                      f"{RULE_TEXT[expect]}")
     return verdict
 
 
@@ -139,23 +240,61 @@ def _judge_latency(results: Results, claim, run, verdict: Verdict) -> Verdict:
         verdict.reason = f"run {run.run_id} has no events for {claim['metric']}"
         return verdict
     keys = latency_keys(claim)
-    verdict.measured = fmt_latency(measured, keys) + f" (n={int(measured['n'])})"
+    verdict.n = int(measured["n"])
+    verdict.measured = fmt_latency(measured, keys) + f" (n={verdict.n})"
     verdict.status, verdict.reason = latency_verdict(run, measured, claim, keys)
+    return verdict
+
+
+def _judge_tail(results: Results, claim, run, verdict: Verdict) -> Verdict:
+    """A tail as p99 / p50 of the claim's latency view, judged by the latency rule."""
+    measured = results.measured_latency(claim["metric"], run.run_id)
+    if not measured or not measured.get("p50"):
+        verdict.reason = f"run {run.run_id} has no events for {claim['metric']}"
+        return verdict
+    verdict.n = int(measured["n"])
+    ratio = measured["p99"] / measured["p50"]
+    verdict.measured = (f"p99/p50 = {ratio:.1f} ({fmt_latency(measured, ('p50', 'p99'))}, "
+                        f"n={verdict.n})")
+    paper_ratio = claim["p99"] / claim["p50"]
+    verdict.status, verdict.reason = latency_verdict(
+        run, {"ratio": ratio}, {"ratio": paper_ratio}, ("ratio",))
+    return verdict
+
+
+def _judge_ratio(results: Results, claim, run, verdict: Verdict) -> Verdict:
+    """One latency view's percentile over another's in the same run (`metric` over `over`,
+    at `percentile`), against the paper's `ratio`, judged by the latency rule."""
+    key = claim["percentile"]
+    top, bottom = (results.measured_latency(m, run.run_id) for m in (claim["metric"],
+                                                                      claim["over"]))
+    if not top or not bottom or not bottom.get(key) or key not in top:
+        verdict.reason = f"run {run.run_id} lacks {claim['metric']} or {claim['over']}"
+        return verdict
+    verdict.n = int(min(top["n"], bottom["n"]))
+    ratio = top[key] / bottom[key]
+    verdict.measured = (f"{key} ratio {ratio:.2f} ({top[key]:,.0f} / {bottom[key]:,.0f} ms, "
+                        f"n={int(top['n'])} / {int(bottom['n'])})")
+    verdict.status, verdict.reason = latency_verdict(
+        run, {"ratio": ratio}, {"ratio": claim["ratio"]}, ("ratio",))
     return verdict
 
 
 def latency_verdict(run: pd.Series, measured: dict[str, float], claim: dict[str, Any],
                     keys: Sequence[str]) -> tuple[str, str]:
-    """(status, reason) for a latency claim: comparable only against a live target, and
-    reproduced there when every percentile is within LIVE_LATENCY_FACTOR of the paper's."""
-    if run.target_kind not in ("live", "engine"):  # the engine is judged like a live target
-        return NOT_COMPARABLE, (f"target kind {run.target_kind}: the paper measured "
-                                "memclaw.net, latency is comparable only against a live target")
+    """(status, reason) for a latency claim: comparable only against a live target that is
+    not on this machine, and the same there when every percentile is within
+    LIVE_LATENCY_FACTOR of the paper's."""
+    loopback = is_loopback(run.get("base_url"))
+    if run.target_kind != "live" or loopback:
+        where = f"target kind {run.target_kind}" + (" (loopback)" * loopback)
+        return NOT_COMPARABLE, (f"{where}: the paper measured memclaw.net over the network; "
+                                "latency is comparable only against a live target that is "
+                                "not on this machine (Limitations)")
     ratios = {k: measured[k] / claim[k] for k in keys if k in measured and claim[k]}
     within = bool(ratios) and all(
         1 / LIVE_LATENCY_FACTOR <= r <= LIVE_LATENCY_FACTOR for r in ratios.values())
-    where = f"{run.target_kind} target" + (" (loopback)" * is_loopback(run.get("base_url")))
-    return (REPRODUCED if within else DIFFERS), f"{where}; measured/paper " + ", ".join(
+    return (REPRODUCED if within else DIFFERS), "live target; measured/paper " + ", ".join(
         f"{k} x{r:.2f}" for k, r in ratios.items())
 
 
@@ -170,6 +309,7 @@ def _judge_outcome(results: Results, claim, run, verdict: Verdict) -> Verdict:
     returned = int(rows.returned.sum())
     statuses = "/".join(sorted(set("/".join(rows.statuses.dropna()).split("/")) - {""}))
     verdict.measured = f"returned {returned}/{probes} (HTTP {statuses or 'none'})"
+    verdict.n = probes
     same = returned == probes if claim["returned"] else returned == 0
     verdict.status = REPRODUCED if same else DIFFERS
     verdict.reason = "same outcome" if same else "the probe's outcome differs from the paper's"
@@ -193,7 +333,8 @@ def _judge_admission(results: Results, claim, run, verdict: Verdict) -> Verdict:
 
 
 JUDGES = {"rate": _judge_rate, "latency": _judge_latency, "outcome": _judge_outcome,
-          "admission": _judge_admission}
+          "admission": _judge_admission, "rule": _judge_rule, "tail": _judge_tail,
+          "ratio": _judge_ratio}
 
 
 def _matches(column: pd.Series, wanted: Any) -> pd.Series:

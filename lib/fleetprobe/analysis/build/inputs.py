@@ -32,7 +32,7 @@ RUN_FILES = ("manifest.json", *trace.EVENTS_FILES)
 # what every section reads besides its own module: the base layer and its data files, and the
 # loader the database is made with
 SHARED_CODE = ("base", "metrics.sql", "paper_values.yaml", "matrix_catalogue.yaml",
-               "backends_catalogue.yaml", "limitations.md")
+               "backends_catalogue.yaml", "limitations.yaml")
 
 
 def digest(*parts: bytes | str) -> str:

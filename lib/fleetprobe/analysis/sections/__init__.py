@@ -50,4 +50,4 @@ register("scale", "scale", ("leakage", "propagation"), ("scale/recall.json",))
 register("embedder", "embedder", ("leakage", "contradiction"))
 # every run: its target table lists each label's experiments from the manifests
 register("live_targets", "live_targets", None)
-register("fidelity", "fidelity", ("matrix", "separation", *PAPER))
+register("fidelity", "fidelity", ("matrix", "separation", "dynamics", *PAPER))

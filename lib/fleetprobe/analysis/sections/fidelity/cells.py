@@ -129,21 +129,32 @@ def compare_cells(profile: pd.DataFrame, engine: pd.DataFrame, flaky: set[str] |
         cell = (key.path, key.principal, key.visibility if isinstance(key.visibility, str)
                 else "-")
         same = (p is not None and e is not None and p.verdict == e.verdict)
-        rows.append((*cell, probe, same))
+        rows.append((*cell, probe, same, _verdict(p), _verdict(e)))
         if not same:
             diffs.append({"path": cell[0], "principal": cell[1], "visibility": cell[2],
                           "probe": probe, "profile": answer(p), "engine": answer(e),
                           "reason": reason(p, e, probe in (flaky or set()),
                                            races.get(probe))})
-    frame = pd.DataFrame(rows, columns=["path", "principal", "visibility", "probe", "same"])
+    frame = pd.DataFrame(rows, columns=["path", "principal", "visibility", "probe", "same",
+                                        "profile verdict", "engine verdict"])
     # a column summed per cell, not a Python function called per cell
+    keys = ["path", "principal", "visibility"]
     cells = (frame.assign(_differs=~frame.same)
-             .groupby(["path", "principal", "visibility"], sort=True)
+             .groupby(keys, sort=True)
              .agg(probes=("probe", "size"), differing=("_differs", "sum"))
              .reset_index())
     cells["cell"] = ["agree" if d == 0 else "differ" for d in cells.differing]
+    for side in ("profile verdict", "engine verdict"):  # each cell's verdicts on each side
+        counts = frame.groupby([*keys, side], sort=True).size().reset_index(name="_n")
+        counts["_text"] = counts[side] + " " + counts._n.astype(str)
+        joined = counts.groupby(keys, sort=True)._text.agg(", ".join).rename(side)
+        cells = cells.merge(joined.reset_index(), on=keys, how="left")
     return cells, pd.DataFrame(diffs, columns=["path", "principal", "visibility", "probe",
                                                "profile", "engine", "reason"])
+
+
+def _verdict(row: Any | None) -> str:
+    return "none" if row is None else str(row.verdict)
 
 
 def _by_probe(answers: pd.DataFrame) -> dict[str, SimpleNamespace]:

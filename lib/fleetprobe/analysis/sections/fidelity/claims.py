@@ -1,5 +1,6 @@
-"""The paper's claims and the separation rates, profile against engine: each label's verdict
-(analysis/base/claims.py) side by side, and each separation rate by Wilson overlap.
+"""The paper's claims, the separation rates and the dynamics rates, profile against engine:
+each label's outcome against the paper (analysis/base/claims.py) side by side (the statuses
+differ by basis, so the outcomes are compared), and each rate by Wilson overlap.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ def claim_rows(results: Any, profile_label: str, engine_label: str) -> pd.DataFr
         p, e = judge(results, claim, profile_label), judge(results, claim, engine_label)
         if p.status == "not measured" and e.status == "not measured":
             continue
+        same = p.outcome == e.outcome
         rows.append({"claim": claim["id"], "section": claim["section"],
-                     "paper": p.paper, "profile": f"{p.status}: {p.measured}",
-                     "engine": f"{e.status}: {e.measured}",
-                     "same verdict": "yes" if p.status == e.status else "no",
-                     "engine's reason": e.reason if p.status != e.status else ""})
+                     "paper": p.paper, "profile": f"{p.outcome} ({p.status}): {p.measured}",
+                     "engine": f"{e.outcome} ({e.status}): {e.measured}",
+                     "same outcome": "yes" if same else "no",
+                     "engine's reason": e.reason if not same else ""})
     return pd.DataFrame(rows)
 
 
@@ -79,3 +81,22 @@ def separation_flags(results: Any, view: str, profile_run: str, engine_run: str)
         sides.append(f"{side}: " + ", ".join(f"{f} {k}/{counts[0]}" for f, k in zip(
             flags, counts[1:], strict=True)))
     return "; ".join(sides)
+
+
+# the dynamics rates of MGS (metrics.sql dynamics_mgs_parts): (name, numerator, denominator)
+DYNAMICS_PARTS = (("miss", "miss_k", "miss_n"), ("leak", "leak_k", "leak_n"),
+                  ("forget failure", "forget_k", "forget_n"))
+
+
+def dynamics_rows(results: Any, profile_run: str, engine_run: str) -> pd.DataFrame:
+    """Each part of MGS on both runs, agreeing when the 95% Wilson intervals overlap."""
+    frame = results.view("dynamics_mgs_parts", [profile_run, engine_run]).groupby(
+        "run_id").sum(numeric_only=True)
+    if profile_run not in frame.index or engine_run not in frame.index:
+        return pd.DataFrame()
+    rows = []
+    for name, k, n in DYNAMICS_PARTS:
+        p, e = (rate(int(frame.at[r, k]), int(frame.at[r, n])) for r in (profile_run, engine_run))
+        rows.append({"metric": name, "profile": fmt_rate(p), "engine": fmt_rate(e),
+                     "agree": "yes" if p.overlaps(e) else "no"})
+    return pd.DataFrame(rows)

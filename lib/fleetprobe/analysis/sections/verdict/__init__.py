@@ -7,29 +7,27 @@ The judging itself is `base.claims` (a pure function of the traces); this sectio
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
-from pathlib import Path
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
 
 import pandas as pd
 
 from fleetprobe.analysis.base import claims as verdicts
-from fleetprobe.analysis.base.basis import REAL_CODE, engine_commit_of
-from fleetprobe.analysis.base.claims import (
-    DIFFERS,
-    NOT_COMPARABLE,
-    NOT_MEASURED,
-    REPRODUCED,
-    Verdict,
-)
+from fleetprobe.analysis.base.basis import ENGINE, engine_commit_of
+from fleetprobe.analysis.base.claims import REPRODUCTION, STATUSES, Verdict
 from fleetprobe.analysis.base.labels import claim_profiles
 from fleetprobe.analysis.base.results import ABLATION, PROFILES, Results
-from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
+from fleetprobe.analysis.base.section import REPRODUCTION as DOCUMENT
+from fleetprobe.analysis.base.section import Context, Fragment, SectionOutput, finish
+from fleetprobe.analysis.base.sql_views import view_statements
 from fleetprobe.analysis.base.tables import Table, empty_note, markdown
+from fleetprobe.analysis.sections.verdict import head as verdict_head
+from fleetprobe.analysis.sections.verdict import limitations
 
 KEY, TITLE = "verdict", "Table 2"
-# what the evidence cannot carry: prose kept as a data file beside paper_values.yaml
-LIMITATIONS = Path(__file__).resolve().parents[1] / "limitations.md"
-EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation")
+# the matrix measures the cross-tenant and redistribute-gate claims (9.1, 9.3)
+EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation", "matrix")
 TABLE2_EXCLUDED_PREFIXES = ("table3_", "reprobe_")
 
 
@@ -37,23 +35,24 @@ def build(context: Context) -> SectionOutput:
     results = context.results(EXPERIMENTS)
     try:
         judged = verdicts.judge_all(results)
-        claim_views = tuple(dict.fromkeys(c["metric"] for c in results.claims))
+        claim_views = views_of(results.claims)
         tables = [
-            replace(table2(judged), views=tuple(dict.fromkeys(
-                c["metric"] for c in results.claims
-                if not c["id"].startswith(TABLE2_EXCLUDED_PREFIXES)))),
+            replace(table2(judged), views=views_of(
+                c for c in results.claims if not c["id"].startswith(TABLE2_EXCLUDED_PREFIXES))),
             replace(profiles(results), views=claim_views),
+            replace(verdict_head.comparisons(judged), views=claim_views),
         ]
         output = SectionOutput(
             KEY, TITLE,
-            "Each row of the paper's Table 2 beside the reproduced value from the canonical "
-            "run of the state the paper measured, with the verdict and its basis; then the "
-            "same metrics for every server profile, each from its canonical run.",
+            "Each claim of the paper beside the reproduced value on each target that can "
+            "reproduce it, with its basis, its trials and the status they allow (Table 2); "
+            "the same metrics for every server profile; every other target compared with "
+            "the paper's service.",
             tables={t.name: t for t in tables}, paper="8; 9", views=claim_views,
-            fragments=[Fragment(REPRODUCTION, 10, head(judged)),
-                       Fragment(REPRODUCTION, 11, real_code(results, judged)),
-                       Fragment(REPRODUCTION, 12, LIMITATIONS.read_text().strip()),
-                       Fragment(REPRODUCTION, 80, "\n".join(["## Runs", "", *runs_section(
+            fragments=[Fragment(DOCUMENT, 10, verdict_head.head(judged, results.paper)),
+                       Fragment(DOCUMENT, 11, real_code(results, judged)),
+                       Fragment(DOCUMENT, 12, limitations.section(results)),
+                       Fragment(DOCUMENT, 80, "\n".join(["## Runs", "", *runs_section(
                            results)]))],
             runs=tuple(sorted({r for v in judged for r in v.run_ids})),
             data={"verdicts": judged, "canonical": results.canonical,
@@ -63,31 +62,13 @@ def build(context: Context) -> SectionOutput:
         results.con.close()
 
 
-def head(judged: list[Verdict]) -> str:
-    counts = pd.Series([v.status for v in judged]).value_counts()
-    summary = ", ".join(f"{counts.get(s, 0)} {s}"
-                        for s in (REPRODUCED, DIFFERS, NOT_COMPARABLE, NOT_MEASURED))
-    claims = pd.DataFrame([asdict(v) for v in judged])
-    claims["claim"] = claims.label + " (" + claims.section + ")"
-    claims["runs"] = claims.run_ids.map(lambda ids: ", ".join(ids) or "-")
-    return "\n".join([
-        "# Paper versus reproduction",
-        "",
-        f"Generated from the traces by `fleetprobe.analysis` ({summary}). Rates are "
-        "`reproduced` when the paper's and the measured 95% Wilson intervals overlap, and the "
-        "`basis` column says what a reproduced claim rests on: `mechanism` (the server's rule "
-        "gives the paper's count), `workload construction` (the workload fixes the number, "
-        "whatever the system does) or `interval overlap only` (the point estimates differ); "
-        "latencies follow the latency rule below. Each claim is "
-        "compared with the canonical run for its experiment and profile "
-        "(latest complete run at paper scale with the paper's configuration, "
-        "paper_values.yaml `headline_params`, unless runs were selected explicitly); every "
-        "other target label (a live endpoint, another engine) is judged against each claim "
-        "its runs measure, in rows of its own.",
-        "",
-        markdown(claims[["claim", "profile", "paper", "measured", "status", "basis", "reason",
-                         "runs"]]),
-    ])
+def views_of(claims: Iterable[dict[str, Any]]) -> tuple[str, ...]:
+    """The metric views of metrics.sql the claims read: a claim's metric where it names a
+    view, else the long latency table it is a row of (the triggered / untriggered split)."""
+    defined = view_statements()
+    return tuple(dict.fromkeys(
+        name if name in defined else "latency_metrics"
+        for c in claims for name in (c["metric"], c.get("over")) if name))
 
 
 def engine_label(results: Results, commit: str) -> str | None:
@@ -102,7 +83,7 @@ def real_code(results: Results, judged: list[Verdict]) -> str:
     the paper measured on e2d805e and of the remediation on 045039f (the commits the profiles
     stand for, paper_values.yaml fidelity.pairs), beside the bundled profile's verdict."""
     by = {(v.claim_id, v.profile): v for v in judged}
-    rows, counts = [], {}
+    rows = []
     for claim in results.claims:
         commit = engine_commit_of(results, claim["profile"])
         label = engine_label(results, commit) if commit else None
@@ -111,52 +92,53 @@ def real_code(results: Results, judged: list[Verdict]) -> str:
         engine, bundled = by.get((claim["id"], label)), by.get((claim["id"], claim["profile"]))
         if engine is None:
             continue
-        status = NOT_COMPARABLE if claim["kind"] == "latency" else engine.status
-        counts[status] = counts.get(status, 0) + 1
         rows.append({"claim": f"{claim['label']} ({claim['section']})",
                      "commit": commit, "paper": engine.paper,
-                     "on MemClaw's code": engine.measured,
-                     "status": status + (" (loopback latency)" if status != engine.status
-                                         else ""),
-                     "basis": engine.basis or "-",
-                     "bundled profile": f"{bundled.status} ({bundled.basis or '-'})"
+                     "on MemClaw's code": engine.measured, "n": engine.n or "-",
+                     "status": engine.status, "basis": engine.basis,
+                     "bundled profile": f"{bundled.status} ({bundled.basis})"
                      if bundled else "-"})
     if not rows:
         return ("## The paper's day on real code\n\n_No run of MemClaw's engine at e2d805e "
                 "or 045039f in the traces (params/paper-day.yaml, docs/engine.md)._")
-    basis = sum(r["basis"] == REAL_CODE for r in rows)
-    summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in (REPRODUCED, DIFFERS,
-                                                             NOT_COMPARABLE, NOT_MEASURED))
+    frame = pd.DataFrame(rows)
+    counts = frame[frame.basis == ENGINE].status.value_counts()
+    summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in STATUSES if counts.get(s, 0))
     return "\n".join([
         "## The paper's day on real code", "",
         "Each claim of the state the paper measured, on MemClaw's own code of 2026-05-28 "
         "(e2d805e, the engine the `memclaw-2026-05-30` profile stands for), and each claim of "
         "the remediation on the code of 2026-05-30 (045039f, `memclaw-2026-05-31`), started by "
-        "the kit offline (fake embedder, docs/engine.md). Where both exist, this is the "
-        "stronger basis: the bundled profile's verdict is shown beside it. "
-        f"On real code: {summary}; {basis} reproduced on the basis `{REAL_CODE}` (the rest "
-        "by workload construction, or intervals overlapping with different point "
-        "estimates). Latency on a loopback engine is not the paper's memclaw.net latency, "
-        "so no latency counts. The search leak differs with the documented harness: the "
-        "search-leak table below says which wire variants give the paper's 72/164 on this "
-        "code.",
-        "", markdown(pd.DataFrame(rows))])
+        "the kit offline (fake embedder and extractor, docs/engine.md). Where both exist, this "
+        "is the stronger basis: the bundled profile's verdict is shown beside it. "
+        f"Measured on real code (basis `{ENGINE}`): {summary or 'none'}; the other rows hold "
+        "by the workload's construction. Latency on a loopback engine is not the paper's "
+        "memclaw.net latency (`not comparable`). The search leak differs with the documented "
+        "harness: the search-leak table below says which wire variants give the paper's "
+        "72/164 on this code.",
+        "", markdown(frame)])
 
 
 def table2(judged: list[Verdict]) -> Table:
-    """Table 2, every row: the paper's value, the reproduced one, the verdict and the run."""
-    rows = [{"experiment": v.claim_id.split("_", 1)[0], "metric": v.label, "paper": v.paper,
-             "reproduced": v.measured, "verdict": v.status, "basis": v.basis,
-             "run": ", ".join(v.run_ids)}
-            for v in judged if not v.claim_id.startswith(TABLE2_EXCLUDED_PREFIXES)]
+    """Table 2, every row on each target that can reproduce it: the target, the paper's
+    value, the reproduced one, its trials, the status and its basis, and the run."""
+    rows = [{"experiment": v.claim_id.split("_", 1)[0], "metric": v.label,
+             "target": v.profile, "target kind": v.target_kind, "paper": v.paper,
+             "reproduced": v.measured, "n": v.n if v.n is not None else "-",
+             "verdict": v.status, "basis": v.basis, "run": ", ".join(v.run_ids) or "-"}
+            for v in judged if v.role == REPRODUCTION
+            and not v.claim_id.startswith(TABLE2_EXCLUDED_PREFIXES)]
     return Table("table2", "Table 2: headline results, paper vs reproduction",
                  pd.DataFrame(rows),
-                 "Rates k/n = value [95% Wilson CI]; latencies in ms. Each row is the canonical "
-                 "run of the paper's state (profile memclaw-2026-05-30); leakage rows use the "
+                 "Rates k/n = value [95% Wilson CI]; latencies in ms. One row per claim and "
+                 "target that can reproduce it: the bundled profile of the paper's state "
+                 "(memclaw-2026-05-30), MemClaw's engine at the commit that profile stands for, "
+                 "and any live endpoint; `target kind` says which. Leakage rows use the "
                  "documented variant (fleet_id x fleet_ids), the other variants are in the "
-                 "search-leak hypothesis table. basis: what a reproduced row rests on "
-                 "(mechanism, workload construction, interval overlap only); REPRODUCTION.md "
-                 "gives the reason for each.")
+                 "search-leak hypothesis table. n is the trials the verdict rests on; basis and "
+                 "verdict follow the rules at the head of REPRODUCTION.md (only a measured "
+                 "basis with enough trials is reproduced or differs); other targets are in "
+                 "tables/comparisons.csv.")
 
 
 def profiles(results: Results) -> Table:
@@ -166,7 +148,7 @@ def profiles(results: Results) -> Table:
     columns = present + others
     rows = []
     for claim in results.claims:
-        if claim["kind"] not in ("rate", "latency", "admission"):
+        if claim["kind"] not in ("rate", "latency", "admission", "rule"):
             continue
         label = claim["label"] + (" [own run; not compared]" if claim["kind"] == "latency"
                                   else "")
@@ -233,6 +215,6 @@ def _measured_text(results: Results, claim: dict, profile: str) -> str:
     if claim["kind"] == "latency":
         return verdicts.fmt_latency(results.measured_latency(claim["metric"], run.run_id),
                                     verdicts.latency_keys(claim))
-    return verdicts.fmt_rate(results.measured_rate(claim["metric"], run.run_id))
+    return verdicts.fmt_rate(verdicts.claim_rate(results, claim, run))
 
 
