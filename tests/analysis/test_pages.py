@@ -23,9 +23,6 @@ from fleetprobe.analysis.sections import leakage  # noqa: E402
 
 TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
 NOT_PAGES = (".png", ".pdf", ".ipynb")
-# the documents whose long tables the claims register's sections write (verdict, fidelity):
-# they are to show their long tables with tables.on_page; until then this test says so
-OWNED_ELSEWHERE = {"REPRODUCTION.md", "FIDELITY.md"}
 
 committed = pytest.mark.skipif(not any(TRACES.glob("*/manifest.json")),
                                reason="no committed traces")
@@ -47,10 +44,7 @@ def test_no_page_is_over_the_limit(built: dict) -> None:
     out = Path(built["out_dir"])
     over = {p.relative_to(out).as_posix(): p.stat().st_size for p in _pages(out)
             if p.stat().st_size > tables.PAGE_LIMIT}
-    assert not set(over) - OWNED_ELSEWHERE, over
-    for name in OWNED_ELSEWHERE & set(over):
-        pytest.xfail(f"{name} is {over[name]:,} bytes: its long tables are the claims "
-                     "register's to cut (tables.on_page)")
+    assert not over, over
 
 
 @committed

@@ -305,10 +305,17 @@ def timeline_margins() -> dict[str, float]:
 
 
 def markdown_section(tables: list[Table]) -> str:
+    """REPRODUCTION.md's part: the first table (MGS) in full; each other table by its note
+    and where it is (tables/<name>.md and .csv), which keeps the page readable and short."""
     parts = [f"## {TITLE}"]
-    for table in tables:
-        body = f"_{table.note}_" if table.empty else (
-            table.markdown + f"\n\n{table.note}")
+    for i, table in enumerate(tables):
+        if table.empty:
+            body = f"_{table.note}_"
+        elif i == 0:
+            body = table.markdown + f"\n\n{table.note}"
+        else:
+            body = (f"{len(table.frame):,} rows: `tables/{table.name}.md` "
+                    f"(every row: `tables/{table.name}.csv`). {table.note}")
         parts.append(f"### {table.title}\n\n{body}")
     return "\n\n".join(parts) + "\n"
 

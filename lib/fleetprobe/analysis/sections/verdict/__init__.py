@@ -21,7 +21,7 @@ from fleetprobe.analysis.base.results import ABLATION, PROFILES, Results
 from fleetprobe.analysis.base.section import REPRODUCTION as DOCUMENT
 from fleetprobe.analysis.base.section import Context, Fragment, SectionOutput, finish
 from fleetprobe.analysis.base.sql_views import view_statements
-from fleetprobe.analysis.base.tables import Table, empty_note, markdown
+from fleetprobe.analysis.base.tables import Table, empty_note, markdown, on_page
 from fleetprobe.analysis.sections.verdict import head as verdict_head
 from fleetprobe.analysis.sections.verdict import limitations
 
@@ -41,6 +41,8 @@ def build(context: Context) -> SectionOutput:
                 c for c in results.claims if not c["id"].startswith(TABLE2_EXCLUDED_PREFIXES))),
             replace(profiles(results), views=claim_views),
             replace(verdict_head.comparisons(judged), views=claim_views),
+            Table("runs", "Runs: the headline and ablation runs the verdicts rest on",
+                  runs_frame(results), views=("runs",)),
         ]
         output = SectionOutput(
             KEY, TITLE,
@@ -166,9 +168,8 @@ def profiles(results: Results) -> Table:
                  "that reason); none is comparable with the paper's memclaw.net latencies.")
 
 
-def runs_section(results: Results) -> list[str]:
-    """The canonical (headline) runs and every ablation run, with what differs; a count of
-    the runs left out (older or smaller runs with the paper's configuration)."""
+def runs_frame(results: Results) -> pd.DataFrame:
+    """The canonical (headline) runs and every ablation run, with what differs."""
     columns = ["experiment", "profile", "role", "run_id", "differs", "target_kind", "complete",
                "paper_scale", "basis"]
     canonical = results.canonical.assign(
@@ -178,13 +179,21 @@ def runs_section(results: Results) -> list[str]:
                           & ~results.runs.run_id.isin(canonical.run_id)].assign(basis="-")
     shown = pd.concat([canonical, others], ignore_index=True)
     if shown.empty:
-        return ["_no runs in the traces._", ""]
+        return shown
     shown["differs"] = shown.differs.replace("", "-")
-    shown = shown.assign(is_ablation=shown.role.str.startswith(ABLATION)).sort_values(
-        ["experiment", "profile", "is_ablation", "run_id"])[columns]
+    return shown.assign(is_ablation=shown.role.str.startswith(ABLATION)).sort_values(
+        ["experiment", "profile", "is_ablation", "run_id"])[columns].reset_index(drop=True)
+
+
+def runs_section(results: Results) -> list[str]:
+    """The runs of `runs_frame` (the first rows on the page, every row in tables/runs.csv);
+    a count of the runs left out (older or smaller runs with the paper's configuration)."""
+    shown = runs_frame(results)
+    if shown.empty:
+        return ["_no runs in the traces._", ""]
     lines = ["Headline runs have the paper's configuration (paper_values.yaml "
              "`headline_params`); ablation runs differ as the `differs` column says.", "",
-             markdown(shown), "",
+             on_page(shown, "runs"), "",
              *versions_section(results.runs[results.runs.run_id.isin(shown.run_id)])]
     left_out = len(results.runs) - len(shown)
     if left_out:
