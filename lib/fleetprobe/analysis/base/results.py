@@ -30,6 +30,9 @@ PAPER_SCALE, NOT_PAPER_SCALE, INCOMPLETE, SELECTED = (
     "paper scale", "not at paper scale", "incomplete run", "selected")
 # A run's role: its params are the paper's configuration (headline_params), or they differ.
 HEADLINE, ABLATION = "headline", "ablation"
+# the paper's configuration on another seed (headline_params' `seed` alone differs): never
+# canonical, read by the seed-spread table (sections/verdict/seeds.py)
+REPEAT = "repeat"
 PROFILES = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "naive")
 
 
@@ -64,7 +67,8 @@ class Results:
                                 for r in frame.itertuples()]
         frame["differs"] = ["; ".join(self.headline_differences(r.experiment, r.params))
                             for r in frame.itertuples()]
-        frame["role"] = [ABLATION if d else HEADLINE for d in frame.differs]
+        frame["role"] = [ABLATION if r.differs else REPEAT if self._other_seed(r.experiment, r.seed)
+                         else HEADLINE for r in frame.itertuples()]
         return frame
 
     @cached_property
@@ -150,7 +154,14 @@ class Results:
         wanted = (self.paper.get("headline_params") or {}).get(experiment or "") or {}
         recorded = json.loads(params) if params else {}
         return [_difference(name, rule, recorded) for name, rule in wanted.items()
-                if not _meets(name, rule, recorded)]
+                if name != "seed" and not _meets(name, rule, recorded)]
+
+    def _other_seed(self, experiment: str | None, seed: Any) -> bool:
+        """The run's manifest seed is recorded and is not the headline seed of its
+        experiment (headline_params' `seed`): a repeat, when nothing else differs."""
+        wanted = ((self.paper.get("headline_params") or {}).get(experiment or "") or {}).get(
+            "seed")
+        return wanted is not None and seed is not None and seed == seed and int(seed) != wanted
 
     def run_params(self, run_id: str) -> dict[str, Any]:
         """The resolved params of a run's manifest (empty when it has none)."""

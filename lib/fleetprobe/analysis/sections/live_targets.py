@@ -19,7 +19,7 @@ import pandas as pd
 from fleetprobe.analysis.base.claims import judge
 from fleetprobe.analysis.base.labels import LIVE_LATENCY_FACTOR, judged_labels, label_claims
 from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, SectionOutput, finish
-from fleetprobe.analysis.base.tables import markdown
+from fleetprobe.analysis.base.tables import Table, markdown, on_page
 
 KEY, TITLE = "live_targets", "Other targets"
 EXPERIMENTS = ("leakage", "contradiction", "provenance", "propagation")
@@ -59,7 +59,7 @@ def section(results: Any, verdicts: Sequence[Any]) -> list[str]:
                         sorted({v.status for v in verdicts})}})
     lines += [markdown(pd.DataFrame(rows)), "", LATENCY_RULE, ""]
     latency = _latency_rows(results, labels)
-    lines += [markdown(latency) if not latency.empty else
+    lines += [on_page(latency, LATENCIES) if not latency.empty else
               "_no latency measured for these labels._", ""]
     return lines
 
@@ -90,6 +90,9 @@ def _client(params: Any) -> str:
                                                   "max_concurrency") if k in client)
 
 
+LATENCIES = "live_latencies"
+
+
 def build(context: Context) -> SectionOutput:
     results = context.results(EXPERIMENTS)
     try:
@@ -97,6 +100,7 @@ def build(context: Context) -> SectionOutput:
         lines = section(results, verdicts)
         labels = judged_labels(results)
         runs = tuple(results.canonical[results.canonical.profile.isin(labels)].run_id)
+        latency = _latency_rows(results, labels)
     finally:
         results.con.close()
     output = SectionOutput(
@@ -104,5 +108,8 @@ def build(context: Context) -> SectionOutput:
         "Every target label other than the profile a claim names (live endpoints, the "
         "engine's profile, backends): its verdict counts and its latencies, each label on "
         "its own. The table is in REPRODUCTION.md; each label's verdicts are in the verdict "
-        "table.", fragments=[Fragment(REPRODUCTION, 40, "\n".join(lines))], runs=runs)
+        "table.", fragments=[Fragment(REPRODUCTION, 40, "\n".join(lines))], runs=runs,
+        tables={} if latency.empty else {LATENCIES: Table(
+            LATENCIES, "Latencies of the target labels other than the claims' profiles",
+            latency, views=("latency_metrics",))})
     return finish(output, context)

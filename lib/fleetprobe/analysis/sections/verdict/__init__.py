@@ -23,7 +23,7 @@ from fleetprobe.analysis.base.section import Context, Fragment, SectionOutput, f
 from fleetprobe.analysis.base.sql_views import view_statements
 from fleetprobe.analysis.base.tables import Table, empty_note, markdown, on_page
 from fleetprobe.analysis.sections.verdict import head as verdict_head
-from fleetprobe.analysis.sections.verdict import limitations
+from fleetprobe.analysis.sections.verdict import limitations, seeds
 
 KEY, TITLE = "verdict", "Table 2"
 # the matrix measures the cross-tenant and redistribute-gate claims (9.1, 9.3)
@@ -36,6 +36,7 @@ def build(context: Context) -> SectionOutput:
     try:
         judged = verdicts.judge_all(results)
         claim_views = views_of(results.claims)
+        spread = seeds.spread_frame(results)
         tables = [
             replace(table2(judged), views=views_of(
                 c for c in results.claims if not c["id"].startswith(TABLE2_EXCLUDED_PREFIXES))),
@@ -43,6 +44,9 @@ def build(context: Context) -> SectionOutput:
             replace(verdict_head.comparisons(judged), views=claim_views),
             Table("runs", "Runs: the headline and ablation runs the verdicts rest on",
                   runs_frame(results), views=("runs",)),
+            replace(verdict_head.not_counted_table(judged), views=claim_views),
+            Table(seeds.NAME, "Between-seed spread of each rate claim",
+                  spread, views=claim_views),
         ]
         output = SectionOutput(
             KEY, TITLE,
@@ -53,6 +57,7 @@ def build(context: Context) -> SectionOutput:
             tables={t.name: t for t in tables}, paper="8; 9", views=claim_views,
             fragments=[Fragment(DOCUMENT, 10, verdict_head.head(judged, results.paper)),
                        Fragment(DOCUMENT, 11, real_code(results, judged)),
+                       Fragment(DOCUMENT, 12, seeds.section(spread)),
                        Fragment(DOCUMENT, 12, limitations.section(results)),
                        Fragment(DOCUMENT, 80, "\n".join(["## Runs", "", *runs_section(
                            results)]))],

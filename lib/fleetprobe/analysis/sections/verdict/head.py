@@ -30,6 +30,10 @@ from fleetprobe.analysis.base.claims import (
 from fleetprobe.analysis.base.tables import Table, markdown
 
 SMOKE = (SMOKE_SAME, SMOKE_DIFFERS)
+# statuses that never count: on the page by claim, target, status and basis; every column
+# (paper, measured, reason, runs) in tables/claims_not_counted.csv
+NOT_COUNTED = (HOLDS, NOT_COMPARABLE)
+NOT_COUNTED_TABLE = "claims_not_counted"
 CLAIM_COLUMNS = ["claim", "target", "target kind", "paper", "measured", "n", "status", "basis",
                  "reason", "runs"]
 
@@ -101,7 +105,8 @@ VOCABULARY = (
 
 def head(judged: list[Verdict], paper: dict[str, Any]) -> str:
     mine = [v for v in judged if v.role == REPRODUCTION]
-    decided = [v for v in mine if v.status not in SMOKE]
+    decided = [v for v in mine if v.status not in (*SMOKE, *NOT_COUNTED)]
+    held = [v for v in mine if v.status in NOT_COUNTED]
     smoke = [v for v in mine if v.status in SMOKE]
     lines = ["# Paper versus reproduction", "",
              "Generated from the traces by `fleetprobe.analysis`.", "",
@@ -110,6 +115,11 @@ def head(judged: list[Verdict], paper: dict[str, Any]) -> str:
              markdown(basis_counts(judged)), "",
              basis.trials_rule(paper), "", VOCABULARY, "",
              markdown(frame(decided)), ""]
+    if held:
+        lines += [f"### Holding by design or not comparable: {len(held)} claims, never counted",
+                  "", f"Every column of these rows (paper, measured, reason, runs): "
+                  f"`tables/{NOT_COUNTED_TABLE}.csv`.", "",
+                  markdown(frame(held)[["claim", "target", "status", "basis"]]), ""]
     if smoke:
         lines += ["### Smoke: measurements with too few trials to decide", "",
                   "Shown apart and never counted (the trials rule above).", "",
@@ -143,3 +153,10 @@ def comparisons(judged: list[Verdict]) -> Table:
     return Table("comparisons", "Other targets against the paper's service", rows,
                  "Backends, other engines and other bundled profiles compared with the "
                  "paper's service; never counted as reproductions.", formats=("csv",))
+
+
+def not_counted_table(judged: list[Verdict]) -> Table:
+    """The reproduction-role verdicts that hold by design or are not comparable, whole."""
+    held = [v for v in judged if v.role == REPRODUCTION and v.status in NOT_COUNTED]
+    return Table(NOT_COUNTED_TABLE, "Claims holding by design or not comparable (never "
+                 "counted)", frame(held))

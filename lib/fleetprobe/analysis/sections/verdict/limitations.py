@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from fleetprobe.analysis.base.results import HEADLINE, Results
+from fleetprobe.analysis.base.results import HEADLINE, REPEAT, Results
 from fleetprobe.analysis.base.tables import markdown
 
 LIMITATIONS = Path(__file__).resolve().parents[2] / "limitations.yaml"
@@ -22,10 +22,11 @@ def load(path: Path = LIMITATIONS) -> list[dict[str, Any]]:
 
 
 def seeds_line(results: Results) -> str:
-    """Distinct seeds of the complete headline runs per experiment, on the profiles the
-    claims name."""
+    """Distinct seeds of the complete headline runs and their repeats (the same
+    configuration on other seeds) per experiment, on the profiles the claims name."""
     profiles = {c["profile"] for c in results.claims}
-    runs = results.runs[(results.runs.role == HEADLINE) & results.runs.complete.astype(bool)
+    runs = results.runs[results.runs.role.isin([HEADLINE, REPEAT])
+                        & results.runs.complete.astype(bool)
                         & results.runs.profile.isin(list(profiles))]
     parts = []
     for experiment in PAPER_EXPERIMENTS:
@@ -34,7 +35,7 @@ def seeds_line(results: Results) -> str:
             seeds = sorted({int(s) for s in of[of.profile == profile].seed.dropna()})
             parts.append(f"{experiment} on {profile}: {len(seeds)} "
                          f"(seed {', '.join(map(str, seeds))})")
-    return "Seeds of the complete headline runs in these traces: " + (
+    return "Seeds of the complete headline runs and their repeats in these traces: " + (
         "; ".join(parts) or "none") + "."
 
 
