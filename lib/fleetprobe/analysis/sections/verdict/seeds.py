@@ -5,21 +5,15 @@ verdict that changes with the seed says so; the headline verdict stays the headl
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
-from fleetprobe.analysis.base.claims import experiment_of, paper_rate
+from fleetprobe.analysis.base.claims import claim_rate, experiment_of, paper_rate
 from fleetprobe.analysis.base.results import REPEAT, Results
 from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate
 from fleetprobe.analysis.base.tables import on_page
 
 KINDS = ("rate", "admission")
 NAME = "seed_spread"
-
-
-def _seed(params: object) -> object:
-    return json.loads(params).get("seed") if isinstance(params, str) else None
 
 
 def spread_frame(results: Results) -> pd.DataFrame:
@@ -35,11 +29,10 @@ def spread_frame(results: Results) -> pd.DataFrame:
         if headline is None or repeats.empty:
             continue
         measured: list[tuple[object, Rate]] = []
-        for run_id, params in [(headline.run_id, headline.params),
-                               *zip(repeats.run_id, repeats.params, strict=True)]:
-            found = results.measured_rate(claim["metric"], run_id)
+        for run in [headline, *(repeats.iloc[i] for i in range(len(repeats)))]:
+            found = claim_rate(results, claim, run)
             if found is not None and found.n:
-                measured.append((_seed(params), found))
+                measured.append((run.seed, found))
         if len(measured) < 2:
             continue
         paper = paper_rate(claim)
