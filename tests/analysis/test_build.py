@@ -92,6 +92,15 @@ def test_the_writer_rewrites_only_what_differs_and_drops_stale_figures(tmp_path)
     assert sorted(p.name for p in (out / "figures").iterdir()) == ["y.png"]
 
 
+def test_a_table_that_shrank_below_its_split_keeps_no_old_parts(tmp_path):
+    out = tmp_path / "out"
+    writer.write(out, {"tables/t/part-01.csv": b"a", "tables/t/part-02.csv": b"b",
+                       "matrix/x.md": b"page", "notes.txt": b"kept"})
+    writer.write(out, {"tables/t.csv": b"ab"})
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        "matrix", "notes.txt", "tables", "tables/t.csv"]
+
+
 def test_the_stamp_is_current_until_a_file_or_an_input_changes(cache, tmp_path):
     out = tmp_path / "out"
     writer.write(out, {"a.md": b"one"})

@@ -137,3 +137,23 @@ def test_duplicate_probes_sent_one_after_another_did_not_race() -> None:
     reasons = dict(zip(diffs.probe, diffs.reason, strict=True))
     assert set(reasons) == {"e7", "e8"}
     assert not any(r.startswith("order-dependent") for r in reasons.values())
+
+
+def test_a_duplicate_decision_that_differs_is_put_down_to_similarity_scores() -> None:
+    """Both targets refuse as a near duplicate but name rows the checker judges apart: the
+    reason says the scores decided, from the two answers, and a non-duplicate path keeps the
+    plain difference."""
+    def side(verdict: str, status: int, named: str) -> pd.DataFrame:
+        return answers(("e1", "dup_near", "t1 same_fleet", "scope_agent", verdict, None,
+                        status, verdict == "gap", f"{status} Near-duplicate memory exists: "
+                        f"{named}", "POST", "b", "r1"),
+                       ("e2", "get", "t1 own", "scope_team", verdict, None, 200, True, None,
+                        "GET", "a", "r2"))
+    _, diffs = compare_cells(side("gap", 409, "x"), side("ok", 409, "y"))
+    reasons = dict(zip(diffs.probe, diffs.reason, strict=True))
+    assert reasons["e1"].startswith("both refused the write as a near duplicate")
+    assert "similarity score" in reasons["e1"]
+    assert reasons["e2"] == "same status, different judgement of what came back"
+    _, diffs = compare_cells(side("gap", 409, "x"), side("ok", 201, "-"))
+    assert diffs.set_index("probe").at["e1", "reason"].startswith(
+        "the engine answered HTTP 201 where the profile answered HTTP 409: which row")

@@ -1,7 +1,9 @@
 """The one writer of the report's files: each section's files and the composed documents,
-under the output directory. A file whose bytes are already there is left alone; a figure an
-earlier build wrote that no section gives any more is removed (the page must not link a
-stale picture). What was written is recorded for `stamp`."""
+under the output directory. A file whose bytes are already there is left alone; a file an
+earlier build wrote under the folders only the build writes (figures, tables and their parts,
+per-target pages) that no section gives any more is removed: the page must not link a stale
+picture, and a table that shrank below its split must not keep its old parts beside it.
+What was written is recorded for `stamp`."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+BUILD_FOLDERS = ("figures", "tables", "matrix")  # nothing else writes under these
 
 
 def write(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
@@ -25,10 +27,18 @@ def write(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
         partial.write_bytes(data)
         os.replace(partial, path)
         changed.append(path)
-    figures = out_dir / "figures"
-    if figures.is_dir():
-        for path in figures.iterdir():
-            if (path.suffix in FIGURE_SUFFIXES and path.is_file()
-                    and f"figures/{path.name}" not in files):
-                path.unlink()
+    for folder in BUILD_FOLDERS:
+        _remove_stale(out_dir, folder, files)
     return changed
+
+
+def _remove_stale(out_dir: Path, folder: str, files: Mapping[str, bytes]) -> None:
+    root = out_dir / folder
+    if not root.is_dir():
+        return
+    for path in sorted(root.rglob("*"), reverse=True):  # files before their folders
+        name = path.relative_to(out_dir).as_posix()
+        if path.is_file() and name not in files:
+            path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()

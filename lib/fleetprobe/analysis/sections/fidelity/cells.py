@@ -105,6 +105,19 @@ def reason(profile: Any | None, engine: Any | None, flaky: bool = False,
     if profile is None or engine is None:
         side = "engine" if profile is None else "profile"
         return f"only the {side} recorded this verdict"
+    statuses = {_status(profile), _status(engine)}
+    if str(profile.path).startswith("dup") and statuses <= {"201", "409"}:
+        # both decided a duplicate question on their own similarity scores: the engine
+        # embeds with its offline `fake` provider, the profile with the kit's embedder
+        seen = {"409": "both refused the write as a near duplicate, naming rows the checker "
+                       "judges apart",
+                "201": "both wrote the row; the near duplicates they named the checker "
+                       "judges apart"}.get(
+            _status(profile) if len(statuses) == 1 else "",
+            f"the engine answered HTTP {_status(engine)} where the profile answered "
+            f"HTTP {_status(profile)}")
+        return (f"{seen}: which row is nearest, and whether it passes the threshold, is each "
+                "target's own similarity score (different embedders, docs/engine.md)")
     if _status(profile) != _status(engine):
         return (f"the engine answered HTTP {_status(engine)} where the profile answered "
                 f"HTTP {_status(profile)}")

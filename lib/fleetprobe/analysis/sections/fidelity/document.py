@@ -104,6 +104,15 @@ def by_cell(diffs: pd.DataFrame) -> pd.DataFrame:
     return grouped
 
 
+def why_in_full(diffs: pd.DataFrame) -> list[str]:
+    """The part of each reason the table cuts at its colon, once per distinct reason."""
+    full = sorted({r for r in diffs.reason if ":" in r}) if not diffs.empty else []
+    if not full:
+        return []
+    return ["Why, in full:", "", *(f"- {r.split(':')[0]}: {r.split(':', 1)[1].strip()}"
+                                   for r in full), ""]
+
+
 def document(runs: pd.DataFrame, diffs: pd.DataFrame, claims: pd.DataFrame,
              separation: pd.DataFrame, separation_pair: Pair | None,
              lines: pd.DataFrame) -> str:
@@ -132,6 +141,7 @@ def document(runs: pd.DataFrame, diffs: pd.DataFrame, claims: pd.DataFrame,
         "how many probes, on which seeds, and one example. Every differing probe with both "
         "answers: `tables/fidelity_differences.csv`; every cell: `tables/fidelity_cells.csv`.",
         "", markdown(by_cell(diffs)) if not diffs.empty else "_none_", "",
+        *why_in_full(diffs),
         "## Paper claims, profile vs engine", "",
         "Each pair's profile (its canonical runs) and its engine commit (the paper's "
         "experiments on that code, params/paper-day.yaml and params/engine.yaml), claim by "
