@@ -284,3 +284,15 @@ def test_profiles_beside_the_backends_are_picked_by_world_not_label(tmp_path: Pa
         assert world.world_note(results, "matrix").startswith("Not the same world")
     finally:
         results.con.close()
+
+
+def test_a_param_older_manifests_lack_counts_at_the_value_their_code_ran() -> None:
+    """A matrix manifest from before `moved_agents` existed ran no moved agents: it is the
+    same world as `moved_agents: false` and not as `true`."""
+    from fleetprobe.analysis.sections.backends import world
+
+    old = '{"experiment": "matrix", "fleets": 2, "target": {"kind": "backend"}}'
+    assert world.world_key(old) == world.world_key(
+        '{"experiment": "matrix", "fleets": 2, "moved_agents": false, "target": {}}')
+    assert world.world_key(old) != world.world_key(
+        '{"experiment": "matrix", "fleets": 2, "moved_agents": true}')

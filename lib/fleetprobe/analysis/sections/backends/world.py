@@ -18,15 +18,17 @@ from fleetprobe.analysis.sections.backends.common import backend_of
 # and the phases whose executed counts show its size; any other parameter is configuration.
 WORLD_PARAMS: dict[str, tuple[str, ...]] = {
     "matrix": ("seed", "tenants", "fleets", "enumerate_trusts", "sweeps", "random_probes",
-               "cross_tenant_share", "paper_fleets", "paper_agents_per_fleet"),
+               "cross_tenant_share", "paper_fleets", "paper_agents_per_fleet", "moved_agents"),
     "leakage": ("seed", "fleets", "agents_per_fleet", "variants", "reprobe_fleets",
                 "reprobe_rows_per_fleet"),
     "propagation": ("seed", "n_siblings", "n_foreign", "n_rate_facts", "n_window_facts"),
     "provenance": ("seed", "agents", "chains", "depth", "topics"),
     "contradiction": ("seed", "n_facts", "n_writer_agents", "n_templates"),
 }
+# (not census_row: the rows a target holds are what it could store of the world, e.g. a backend
+# has no status lifecycle and answers those writes 501)
 SIZE_PHASES: dict[str, tuple[str, ...]] = {
-    "matrix": ("census_agent", "census_row", "probe"),
+    "matrix": ("census_agent", "probe"),
     "leakage": ("probe",),
 }
 PLAN = "params/backends-profile-world.yaml"
@@ -35,6 +37,10 @@ SAME_WORLD_PLAN = "params/profiles-backend-world.yaml"
 # measured: kind, profile, label, store, a bundled server's lifted rate limits) and where the
 # run was written. Every other param (seed, world, probe counts, client) must be equal.
 NOT_WORLD = ("target", "traces_root", "progress")
+# A param an older manifest does not name, with the value that runs what the code of that
+# manifest ran (the param came later): the matrix's moved agents came with commit bc0a22f, and
+# a matrix run from before it had none.
+INTRODUCED: dict[str, dict[str, Any]] = {"matrix": {"moved_agents": False}}
 
 
 def _json(text: Any) -> dict[str, Any]:
@@ -56,7 +62,8 @@ def _fmt(value: Any) -> str:
 def _values(rows: pd.DataFrame, column: str, key: str) -> list[str]:
     """The distinct values of one world parameter (or executed count) over some runs, as
     shown: `2`, or `200-300` for numbers that vary, else each value."""
-    found = [_json(text).get(key) for text in rows[column]]
+    read = recorded if column == "params" else _json
+    found = [read(text).get(key) for text in rows[column]]
     found = [v for v in found if v is not None]
     numbers = sorted({v for v in found if isinstance(v, int) and not isinstance(v, bool)})
     if numbers and len(numbers) == len({json.dumps(v) for v in found}):
@@ -65,10 +72,17 @@ def _values(rows: pd.DataFrame, column: str, key: str) -> list[str]:
     return sorted({_fmt(v) for v in found})
 
 
+def recorded(params: Any) -> dict[str, Any]:
+    """A run's manifest params, with the value of each param its code did not have yet
+    (INTRODUCED) where the manifest does not name it."""
+    values = _json(params)
+    return {**INTRODUCED.get(str(values.get("experiment")), {}), **values}
+
+
 def world_key(params: Any) -> str:
     """A run's manifest params without what may differ on the same world (NOT_WORLD), as one
     comparable string: two runs ran the same world when their keys are equal."""
-    return json.dumps({k: v for k, v in _json(params).items() if k not in NOT_WORLD},
+    return json.dumps({k: v for k, v in recorded(params).items() if k not in NOT_WORLD},
                       sort_keys=True)
 
 
