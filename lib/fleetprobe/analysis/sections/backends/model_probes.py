@@ -262,7 +262,7 @@ def _evidence_table(evidence: pd.DataFrame, source: str) -> Table:
     return Table("model_probe_evidence", "Scripted-model probes: every measure per "
                  "deployment and probe", frame,
                  "k/n per measure, from the recorded wire answers and prompts of " + source +
-                 ": " + "; ".join(f"`{k}` = {' '.join(v.split())}"
+                 ": " + "; ".join(f"`{k}` = {' '.join(v['text'].split())}"
                                   for k, v in CATALOGUE["evidence"].items()) +
                  ". A finding is decided by one of them (model_probe_findings); a crossing "
                  "another measure shows is here too.")
@@ -295,7 +295,7 @@ def tables(directory: Path) -> tuple[Table, Table, Table]:
         "deployment": findings.deployment,
         "version": findings.deployment.map(version),
         "finding": findings.finding, "probe": findings.probe,
-        "evidence": [f"{k} of {n}: {CATALOGUE['evidence'][e].split(',')[0]}"
+        "evidence": [f"{k} of {n}: {CATALOGUE['evidence'][e]['short']}"
                      for k, n, e in zip(findings.k, findings.n, findings.evidence,
                                         strict=True)],
         "crossed": findings.crossed.map(_shown),
@@ -309,7 +309,7 @@ def tables(directory: Path) -> tuple[Table, Table, Table]:
                                     ("breaks_promise", "lacks_feature", "adapter_mapping",
                                      "unclassified")})
     statement = " ".join(CATALOGUE["statement"].split())
-    source = f"data/{directory.name if directory.parent.name == 'model-probes' else directory}"
+    source = f"data/{directory.parent.name}/{directory.name}"
     note = (f"{statement} From the recorded files of {source} (probes.jsonl: wire requests "
             "and answers; model.jsonl: the model's prompts and answers; findings.json: what "
             "each probe judged), one SQL view per measure "
