@@ -244,7 +244,7 @@ def versions(directory: Path) -> dict[str, str]:
 
 def _crossed(value: object) -> bool | None:
     """A nullable boolean as read back from DuckDB (None, NaN or pd.NA: not applicable)."""
-    return None if pd.isna(value) else bool(value)  # type: ignore[call-overload]
+    return None if pd.isna(value) else bool(value)
 
 
 def _shown(value: object) -> str:
