@@ -102,7 +102,8 @@ def build(context: Context) -> SectionOutput:
                         "params equal to the backends' but the target: "
                         "params/profiles-backend-world.yaml), else their canonical runs; the "
                         "backends on the profiles' full matrix world is "
-                        "params/backends-profile-world.yaml (not run: several hours here).",
+                        "params/backends-profile-world.yaml (not run: several hours here). " +
+                        " ".join(f"{e}: {world[e]}" for e in EXPERIMENTS if world[e]),
                         views=("runs",))
         # the catalogue's promises: what backend_promise_verdicts judges every gap against
         promised = replace(promises_table(), views=("backend_promise_verdicts",))
