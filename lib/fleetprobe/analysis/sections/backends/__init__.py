@@ -100,7 +100,8 @@ def build(context: Context) -> SectionOutput:
                         "`differs` = not the same values. The bundled profiles' side is their "
                         "runs on the backends' world where they ran it (picked by manifest "
                         "params equal to the backends' but the target: "
-                        "params/profiles-backend-world.yaml), else their canonical runs; the "
+                        "params/profiles-backend-world.yaml, -leakage.yaml), else their canonical "
+                        "runs; the "
                         "backends on the profiles' full matrix world is "
                         "params/backends-profile-world.yaml (not run: several hours here). " +
                         " ".join(f"{e}: {world[e]}" for e in EXPERIMENTS if world[e]),

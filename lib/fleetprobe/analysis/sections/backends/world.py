@@ -32,7 +32,10 @@ SIZE_PHASES: dict[str, tuple[str, ...]] = {
     "leakage": ("probe",),
 }
 PLAN = "params/backends-profile-world.yaml"
-SAME_WORLD_PLAN = "params/profiles-backend-world.yaml"
+# the plans that run the bundled profiles on the backends' world, per experiment
+SAME_WORLD_PLANS = {"matrix": "params/profiles-backend-world.yaml",
+                    "leakage": "params/profiles-backend-world-leakage.yaml"}
+SAME_WORLD_PLAN = " and ".join(f"{p} ({e})" for e, p in SAME_WORLD_PLANS.items())
 # What a run's manifest params may differ in and still be the same world: the target (what is
 # measured: kind, profile, label, store, a bundled server's lifted rate limits) and where the
 # run was written. Every other param (seed, world, probe counts, client) must be equal.
@@ -176,7 +179,8 @@ def world_note(results: Results, experiment: str) -> str:
     if differ.empty:
         same = same_world_profiles(results, experiment)
         which = (f" ({', '.join(same['server profile'])}: their runs on the backends' world, "
-                 f"picked by manifest params; {SAME_WORLD_PLAN})" if not same.empty else "")
+                 f"picked by manifest params; {SAME_WORLD_PLANS.get(experiment, SAME_WORLD_PLAN)})"
+                 if not same.empty else "")
         return (f"Same world: the backends' canonical {experiment} runs and the bundled "
                 f"profiles' runs drawn beside them{which} have the same world (their "
                 "manifests' parameters and executed counts).")
