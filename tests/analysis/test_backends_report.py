@@ -230,7 +230,69 @@ def test_world_note_says_same_footing_when_the_worlds_agree(tmp_path: Path) -> N
     write_run(tmp_path, "r-ref", "matrix", [], params={"fleets": 8, "random_probes": 200})
     results = Results.load(tmp_path, experiments=("matrix",))
     try:
-        assert world.world_note(results, "matrix").startswith("Same footing")
+        assert world.world_note(results, "matrix").startswith("Same world")
         assert not world.world_rows(results, "matrix").differs.any()
     finally:
         results.con.close()
+
+
+def _profile_run(root: Path, run_id: str, label: str, minute: int, **world: int) -> None:
+    """A bundled-profile matrix run (memclaw-2026-05-30's server) under `label`."""
+    target = {"kind": "reference", "base_url": "http://127.0.0.1:1", "tenant_id": "t",
+              "server_version": "fixture", "server_profile": "memclaw-2026-05-30",
+              "label": label}
+    write_run(root, run_id, "matrix", [], started_minute=minute,
+              params={**world, "target": {"profile": "memclaw-2026-05-30", "label": label}},
+              manifest_extra={"target": target})
+
+
+def test_profiles_beside_the_backends_are_picked_by_world_not_label(tmp_path: Path) -> None:
+    """Beside the backends, each bundled profile is its run whose manifest params equal the
+    backends' (but the target): not its canonical full-world run, not a run whose label says
+    "backend world" but whose world differs, whatever label the right run carries."""
+    from fleetprobe.analysis.sections.backends import world
+    from fleetprobe.analysis.sections.backends.targets import matrix_paths_table
+
+    _crewai_run(tmp_path, "r-crewai", fleets=2)
+    _profile_run(tmp_path, "r-full", "memclaw-2026-05-30", 1, fleets=8, random_probes=10000)
+    _profile_run(tmp_path, "r-decoy", "memclaw-2026-05-30 backend-world", 3, fleets=2,
+                 random_probes=300)
+    _profile_run(tmp_path, "r-same", "an unrelated label", 2, fleets=2, random_probes=200)
+    results = Results.load(tmp_path, experiments=("matrix",))
+    try:
+        same = world.same_world_profiles(results, "matrix")
+        assert list(same.run_id) == ["r-same"]
+        assert list(same["server profile"]) == ["memclaw-2026-05-30"]
+        assert world.world_note(results, "matrix").startswith("Same world")
+        assert not world.world_rows(results, "matrix").differs.any()
+        matrix = matrix_paths_table(results).frame
+        assert "memclaw-2026-05-30" in matrix.columns
+        assert "an unrelated label" not in matrix.columns
+        rows = backends_table(results, tmp_path).frame
+        beside = rows[rows.kind == "reference"]
+        assert set(beside.run) == {"r-same"} and set(beside.target) == {"memclaw-2026-05-30"}
+        assert set(beside.world) == {"the backends' (same params)"}
+    finally:
+        results.con.close()
+    # without the same-world run, the canonical run is drawn and the note says they differ
+    import shutil
+
+    shutil.rmtree(tmp_path / "r-same")
+    results = Results.load(tmp_path, experiments=("matrix",))
+    try:
+        assert world.same_world_profiles(results, "matrix").empty
+        assert world.world_note(results, "matrix").startswith("Not the same world")
+    finally:
+        results.con.close()
+
+
+def test_a_param_older_manifests_lack_counts_at_the_value_their_code_ran() -> None:
+    """A matrix manifest from before `moved_agents` existed ran no moved agents: it is the
+    same world as `moved_agents: false` and not as `true`."""
+    from fleetprobe.analysis.sections.backends import world
+
+    old = '{"experiment": "matrix", "fleets": 2, "target": {"kind": "backend"}}'
+    assert world.world_key(old) == world.world_key(
+        '{"experiment": "matrix", "fleets": 2, "moved_agents": false, "target": {}}')
+    assert world.world_key(old) != world.world_key(
+        '{"experiment": "matrix", "fleets": 2, "moved_agents": true}')

@@ -37,9 +37,9 @@ def test_every_registered_section_has_one_entry_point_and_imports_no_other_secti
     assert {"matrix", "separation", "faults", "backends", "scale", "embedder", "live_targets",
             "fidelity"} <= set(sections.REGISTRY)
     for key, section in sections.REGISTRY.items():
-        package = SECTIONS_DIR / section.module
+        package = SECTIONS_DIR / section.module.replace(".", "/")
         paths = sorted(package.glob("*.py")) if package.is_dir() else [
-            SECTIONS_DIR / f"{section.module}.py"]
+            SECTIONS_DIR / f"{section.module.replace('.', '/')}.py"]
         entry = package / "__init__.py" if package.is_dir() else paths[0]
         builds = [n for n in ast.parse(entry.read_text()).body
                   if isinstance(n, ast.FunctionDef) and n.name == "build"]

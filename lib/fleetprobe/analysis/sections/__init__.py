@@ -46,6 +46,9 @@ register("separation", "separation", ("separation",))
 register("faults", "faults", ("faults",))
 register("dynamics", "dynamics", ("dynamics",))
 register("backends", "backends", (*PAPER, "matrix"))
+# the scripted-model probes (issue 37, part 3): their own recorded files, no run
+register("model_probes", "backends.model_probes", (),
+         ("model-probes/20261205T053548Z/manifest.json",))
 register("scale", "scale", ("leakage", "propagation"), ("scale/recall.json",))
 register("embedder", "embedder", ("leakage", "contradiction"))
 # every run: its target table lists each label's experiments from the manifests

@@ -53,7 +53,7 @@ from fleetprobe.analysis.sections.backends.targets import (
     matrix_paths_table,
     reproductions,
 )
-from fleetprobe.analysis.sections.backends.world import world_note, world_table
+from fleetprobe.analysis.sections.backends.world import profile_runs, world_note, world_table
 
 __all__ = ["EXPERIMENTS", "KEY", "NO_MATRIX", "NO_RUNS", "TITLE",
            "_backend_matrix_runs", "_check_classes", "attribution_tables", "backends_figure",
@@ -97,8 +97,14 @@ def build(context: Context) -> SectionOutput:
                         "Per experiment, each world parameter and executed event count over "
                         "the backends' canonical runs and over the bundled server profiles' "
                         "(target kind reference; the engine tier has worlds of its own); "
-                        "`differs` = not the same values. The plan that runs the backends on "
-                        "the profiles' matrix world: params/backends-profile-world.yaml.",
+                        "`differs` = not the same values. The bundled profiles' side is their "
+                        "runs on the backends' world where they ran it (picked by manifest "
+                        "params equal to the backends' but the target: "
+                        "params/profiles-backend-world.yaml, -leakage.yaml), else their canonical "
+                        "runs; the "
+                        "backends on the profiles' full matrix world is "
+                        "params/backends-profile-world.yaml (not run: several hours here). " +
+                        " ".join(f"{e}: {world[e]}" for e in EXPERIMENTS if world[e]),
                         views=("runs",))
         # the catalogue's promises: what backend_promise_verdicts judges every gap against
         promised = replace(promises_table(), views=("backend_promise_verdicts",))
@@ -113,7 +119,8 @@ def build(context: Context) -> SectionOutput:
         repro = "\n".join([reproductions(results),
                            *bug_reproductions(results, context.traces_root)])
         canonical = results.canonical
-        runs = tuple(canonical[canonical.profile.map(backend_of).notna()].run_id)
+        runs = tuple(canonical[canonical.profile.map(backend_of).notna()].run_id) + tuple(
+            r for e in EXPERIMENTS for r in profile_runs(results, e)[0].run_id)
     finally:
         results.con.close()
     notes = [table.note] if table.empty else []

@@ -26,7 +26,11 @@ from fleetprobe.analysis.sections.backends.common import (  # noqa: E402
     _why,
     backend_of,
 )
-from fleetprobe.analysis.sections.backends.world import footnote  # noqa: E402
+from fleetprobe.analysis.sections.backends.world import (  # noqa: E402
+    SAME_WORLD_PLAN,
+    footnote,
+    profile_runs,
+)
 from fleetprobe.policy import PATHS  # noqa: E402
 
 # (metric view row, experiment, what it counts, the signal a governed store keeps low/high)
@@ -93,6 +97,9 @@ def _versions(results: Results, traces_root: Path | None) -> dict[str, str]:
 
 
 def backends_table(results: Results, traces_root: Path | None = None) -> Table:
+    """One row per target x metric: each backend's canonical run of the metric's experiment,
+    and each bundled profile's run drawn beside it (world.profile_runs: its run on the
+    backends' world, picked by manifest params, where it ran one; else its canonical run)."""
     canonical = results.canonical
     counts = _count_index(_counts(results))
     na = results.view("backend_not_applicable")
@@ -100,18 +107,30 @@ def backends_table(results: Results, traces_root: Path | None = None) -> Table:
     backend_runs = canonical[canonical.profile.map(backend_of).notna()]
     rows: list[dict[str, Any]] = []
     if not backend_runs.empty:
-        targets = sorted({p for p in canonical.profile.dropna() if p != "unknown"},
-                         key=lambda p: (backend_of(p) is None, p))
-        for profile in targets:
+        for profile in sorted(set(backend_runs.profile)):
             for metric, experiment, label in METRICS:
                 run = results.canonical_run(experiment, profile)
-                if run is None:
-                    continue
-                rows.append(_row(profile, metric, label, run, counts, na, versions))
+                if run is not None:
+                    rows.append(_row(profile, metric, label, run, counts, na, versions)
+                                | {"world": "backend's canonical run"})
+        beside = {e: profile_runs(results, e) for e in dict.fromkeys(e for _, e, _ in METRICS)}
+        profiles = sorted({p for runs, _ in beside.values() for p in runs["server profile"]})
+        for profile in profiles:
+            for metric, experiment, label in METRICS:
+                runs, same = beside[experiment]
+                found = runs[runs["server profile"] == profile]
+                if not found.empty:
+                    rows.append(_row(profile, metric, label, found.iloc[0], counts, na,
+                                     versions)
+                                | {"world": "the backends' (same params)" if same
+                                   else "its canonical run"})
     return Table("backends", "Backends: LangGraph store, mem0 and CrewAI Memory beside the "
                  "bundled profiles", pd.DataFrame(rows),
                  NO_RUNS if not rows else
-                 "One row per target x metric, from each experiment's canonical run. Rates "
+                 "One row per target x metric: a backend's canonical run of the experiment, a "
+                 "bundled profile's run on the backends' world where it ran one (`world`: "
+                 "picked by manifest params equal to the backends' but the target, never by "
+                 "label; " + SAME_WORLD_PLAN + "), else its canonical run. Rates "
                  "k/n = value [95% Wilson CI] over judged events; `not applicable` = the "
                  "target has no equivalent of the request (501 NOT_SUPPORTED_BY_BACKEND), "
                  "neither pass nor fail. Mappings and versions: docs/backends.md.")
@@ -289,10 +308,12 @@ def matrix_paths_table(results: Results) -> Table:
     if canonical.empty or canonical.profile.map(backend_of).isna().all():
         return Table("backends_matrix", "Governance matrix per path: backends beside the "
                      "bundled profiles", pd.DataFrame(), NO_MATRIX)
-    paths = results.view("backend_matrix_paths", list(canonical.run_id))
-    targets = sorted(canonical.profile.dropna().unique(),
-                     key=lambda p: (backend_of(p) is None, p))
-    run_of = dict(zip(canonical.profile, canonical.run_id, strict=False))
+    backends = canonical[canonical.profile.map(backend_of).notna()]
+    profiles, same = profile_runs(results, "matrix")
+    run_of = dict(zip(backends.profile, backends.run_id, strict=True))
+    run_of |= dict(zip(profiles["server profile"], profiles.run_id, strict=True))
+    targets = sorted(run_of, key=lambda p: (backend_of(p) is None, p))
+    paths = results.view("backend_matrix_paths", list(run_of.values()))
     # the view has one row per run and path: a cell is a lookup, not a frame filter
     cells = {(r["run_id"], r["path"]): r for r in paths.to_dict("records")}
     if len(cells) != len(paths):
@@ -313,7 +334,12 @@ def matrix_paths_table(results: Results) -> Table:
                  "Cell = gaps/judged probes (and misses) from each target's canonical matrix "
                  "run; `n/a (k)` = k probes not applicable (the backend has no equivalent of the "
                  "path, or of the world-building step its probes need), neither pass nor fail; "
-                 "`-` = not probed. Backends run params/backends.yaml's matrix configuration, "
-                 "the bundled profiles params/reference/matrix.yaml: compare rates, not counts.")
+                 "`-` = not probed. " + (
+                     "Bundled profiles: each profile's run on the backends' world "
+                     "(params/backends.yaml's matrix configuration; picked by manifest params "
+                     "equal to the backends' but the target, never by label), so counts "
+                     "compare." if same else
+                     "Backends run params/backends.yaml's matrix configuration, the bundled "
+                     "profiles params/reference/matrix.yaml: compare rates, not counts."))
 
 
