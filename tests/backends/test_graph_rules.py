@@ -43,3 +43,6 @@ def test_resolution_and_summaries_change_nothing() -> None:
         "entity_resolutions": []}
     assert ask("You maintain detailed, information-dense entity memories from episode text.",
                "y") == ("graphiti.entity_summaries", {"summaries": []})
+    assert ask("You are a helpful assistant that generates concise entity summaries from "
+               "provided context.", "y") == ("graphiti.summaries", {
+                   "summaries": [], "summary": "", "description": ""})
