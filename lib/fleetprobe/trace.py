@@ -40,6 +40,7 @@ MANIFEST_PACKAGES = (
     "pandas", "scipy", "papermill",
     # the optional `backends` extra (null when not installed)
     "langgraph", "mem0ai", "qdrant-client", "crewai", "lancedb",
+    "graphiti-core", "kuzu",
 )
 _BY_ID = re.compile(r"/(memories|agents|entities)/(?!bulk\b|redistribute\b|upsert\b)[^/?\s]+")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 BACKENDS = ("langgraph", "mem0", "crewai")
+BACKENDS += ("graphiti",)  # issue 37 part 4: group_id partitions on Kuzu
 
 
 def make_backend(name: str, data_dir: Path, store: str | None = None,
@@ -31,4 +32,8 @@ def make_backend(name: str, data_dir: Path, store: str | None = None,
         from .crewai_memory import CrewAIBackend
 
         return CrewAIBackend(data_dir, store, deployment)
+    if name == "graphiti":
+        from .graphiti_backend import GraphitiBackend
+
+        return GraphitiBackend(data_dir, store, deployment)
     raise ValueError(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")

@@ -52,6 +52,7 @@ ENV_PACKAGES = (
     "langgraph-checkpoint-postgres", "langchain-core", "langchain", "sqlite-vec", "psycopg",
     "mem0ai", "qdrant-client", "crewai", "lancedb", "pydantic", "fastapi", "uvicorn",
 )
+ENV_PACKAGES += ("graphiti-core", "kuzu", "openai")
 
 
 @dataclass

@@ -130,6 +130,8 @@ def deployment_of(value: str | None, extra: tuple[str, ...] = ()) -> str:
 
 # deployments that run a backend's model-mediated paths against the scripted model
 MODEL_DEPLOYMENTS = ("infer", "analysis", "strict-analysis")
+# backends whose every deployment needs the scripted model (their ingestion is a model's)
+MODEL_BACKENDS = ("graphiti",)
 
 
 class Backend(Protocol):

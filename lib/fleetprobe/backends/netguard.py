@@ -32,6 +32,7 @@ OFFLINE_ENV = {
     "TRANSFORMERS_OFFLINE": "1",
     "LITELLM_TELEMETRY": "False",
 }
+OFFLINE_ENV["GRAPHITI_TELEMETRY_ENABLED"] = "false"  # graphiti-core's PostHog telemetry
 
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 _lock = threading.Lock()

@@ -182,10 +182,11 @@ def backend_label(params: TargetParams, backend: str) -> str:
 
 def _backend_of_profile(profile: str | None) -> str | None:
     """`backend-mem0` -> `mem0`: a batch plan names backends as profiles (params/backends.yaml)."""
+    from fleetprobe.backends import BACKENDS
+
     profile = profile or ""
     name = profile.removeprefix("backend-")
-    return name if profile.startswith("backend-") and name in ("langgraph", "mem0", "crewai") \
-        else None
+    return name if profile.startswith("backend-") and name in BACKENDS else None
 
 
 def target_for_server(server: Any, profile: str | None = None,

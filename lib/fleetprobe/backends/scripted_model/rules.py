@@ -284,3 +284,50 @@ def build_constant(text: str, params: dict[str, Any]) -> Any:
 
 BUILDERS = {"extract": build_extract, "decide": build_decide, "choose": build_choose,
             "consolidate": build_consolidate, "constant": build_constant}
+
+
+# --- graph builders (Graphiti's entity and edge extraction; docs/backends.md, Graphiti) -----
+
+def _names_in(text: str, params: dict[str, Any]) -> list[str]:
+    """The distinct matches of the regex `pattern` in `text`, in order, less `ignore`
+    (case-insensitive whole names, e.g. sentence-initial function words)."""
+    ignore = {w.lower() for w in params.get("ignore") or ()}
+    out: list[str] = []
+    for found in re.finditer(params["pattern"], text):
+        words_ = found.group(0).split()
+        while words_ and words_[0].lower() in ignore:  # "The Orion" -> "Orion"
+            words_ = words_[1:]
+        name = " ".join(words_)
+        if name and name.lower() not in ignore and name not in out:
+            out.append(name)
+    return out
+
+
+def build_names(text: str, params: dict[str, Any]) -> Any:
+    """Entities = the distinct matches of `pattern` in the input section (names: capitalised
+    words, codes with digits); each fills `item` ({name}, {index}) under `key`."""
+    src = params["input"]
+    names = _names_in(section(text, src["start"], src.get("end")), params)
+    items = [fill(params["item"], {"name": n, "index": i}) for i, n in enumerate(names)]
+    return {params["key"]: items}
+
+
+def build_relate(text: str, params: dict[str, Any]) -> Any:
+    """Relations = per sentence of the input section, the first listed entity it names to
+    every other one it names (entities: the `entities` section, a JSON list of objects whose
+    `field` is the name, or records of its `pattern`); the sentence is the fact. Fills `item`
+    ({source}, {target}, {fact}) under `key`."""
+    src, ents = params["input"], params["entities"]
+    listed = json_section(text, ents["start"], ents.get("end"))
+    names = ([str(e.get(ents.get("field", "name"))) for e in listed if isinstance(e, dict)]
+             if isinstance(listed, list) else [])
+    items = []
+    for fact in facts_of(section(text, src["start"], src.get("end")), None):
+        named = [n for n in names if n and n in fact]
+        for other in named[1:]:
+            items.append(fill(params["item"], {"source": named[0], "target": other,
+                                               "fact": fact}))
+    return {params["key"]: items}
+
+
+BUILDERS.update({"names": build_names, "relate": build_relate})

@@ -45,6 +45,7 @@ NO_MATRIX = ("no matrix runs of a backend yet: run `make backends` (or `python -
 STORE_PACKAGE = {"SqliteStore": "langgraph-checkpoint-sqlite",
                  "PostgresStore": "langgraph-checkpoint-postgres"}
 BACKEND_PACKAGE = {"langgraph": "langgraph", "mem0": "mem0ai", "crewai": "crewai"}
+BACKEND_PACKAGE["graphiti"] = "graphiti-core"
 
 
 def target_info(traces_root: Path | None, run_id: str) -> dict[str, str]:
