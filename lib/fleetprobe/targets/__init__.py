@@ -2,8 +2,8 @@
 
 `reference`: starts `reference_server` on a free loopback port with the params' profile,
 creates a fresh tenant for the run, stops the server afterwards.
-`backend`: starts the adapter of another memory system (`target.backend`: langgraph, mem0,
-crewai; `lib/fleetprobe/backends`, docs/backends.md) the same way, with a fresh tenant.
+`backend`: starts the adapter of another memory system (`target.backend`: one of
+`fleetprobe.backends.BACKENDS`; docs/backends.md) the same way, with a fresh tenant.
 `engine`: MemClaw's open-source engine, built and started by the kit from a checkout or
 source archive (`target.engine_src` or FLEETPROBE_ENGINE_SRC; `lib/fleetprobe/engine`,
 docs/engine.md): the instance `fleetprobe engine up` started when it matches, else a private

@@ -100,13 +100,19 @@ def reference_target(params: TargetParams) -> Iterator[Target]:
         yield target
 
 
+def _no_backend() -> TargetError:
+    from fleetprobe.backends import BACKENDS
+
+    return TargetError(f"target.kind backend needs target.backend: {', '.join(BACKENDS)} "
+                       "(e.g. --set target.backend=mem0, or target.profile=backend-mem0)")
+
+
 def backend_server(params: TargetParams) -> Any:
     """A `BackendServer` (not started) for the target: its adapter in its locked environment,
     built first if the cache lacks it."""
     backend = params.backend or _backend_of_profile(params.profile)
     if backend is None:
-        raise TargetError("target.kind backend needs target.backend: langgraph, mem0 or crewai "
-                          "(e.g. --set target.backend=mem0, or target.profile=backend-mem0)")
+        raise _no_backend()
     from fleetprobe.backends.process import BackendServer
 
     try:
@@ -121,8 +127,7 @@ def backend_server(params: TargetParams) -> Any:
 def backend_target(params: TargetParams) -> Iterator[Target]:
     backend = params.backend or _backend_of_profile(params.profile)
     if backend is None:
-        raise TargetError("target.kind backend needs target.backend: langgraph, mem0 or crewai "
-                          "(e.g. --set target.backend=mem0, or target.profile=backend-mem0)")
+        raise _no_backend()
     from reference_server.launch.process import RunningServer
 
     shared = json.loads(os.environ.get(ENV_SHARED_SERVERS) or "{}").get(
