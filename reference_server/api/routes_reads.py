@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ..governance import scope
 from ..governance.auth import Caller, caller_from
-from ..pipeline.byid import live_row, viewer_of
+from ..pipeline.byid import live_row, query_viewer_of, viewer_of
 from ..pipeline.search import SearchContext, run_search_off_loop
 from ..pipeline.write import iso
 from ..storage import ListFilter
@@ -116,10 +116,11 @@ async def list_memories(
         raise ApiError(400, "tenant_id is required")
     caller.enforce_readable_tenant(tenant)
     # MemClaw lists as the agent the `agent_id` filter names when the credential names none
-    # (its private rows show, its fleet rule applies); hardened applies the fleet and trust
-    # rules of the credential's own identity, so a filter never hides what the credential
-    # may read
-    viewer = viewer_of(state.storage, caller, agent_id)
+    # (its private rows show, its fleet rule applies); before 045039f it listed as that
+    # filter alone (`agent_query_is_identity`: no filter, no private rows and no fleet
+    # rule, whoever the credential is); hardened applies the fleet and trust rules of the
+    # credential's own identity, so a filter never hides what the credential may read
+    viewer = query_viewer_of(state.profile, state.storage, caller, agent_id)
     access = viewer_of(state.storage, caller) if state.profile.hardening.list_row_access else viewer
     if state.profile.hardening.list_deleted_tenant_only and caller.agent_id is not None:
         include_deleted = False  # hardened: soft-deleted rows are an administrative view

@@ -261,17 +261,32 @@ UNFITTED_WRITE_CHOICES: dict[str, object] = {
 
 MEMCLAW_2026_05_31 = replace(
     MEMCLAW_2026_05_30,
-    **UNFITTED_WRITE_CHOICES,  # type: ignore[arg-type]
     name="memclaw-2026-05-31",
     description="As remediated: GET-by-id applies the full scope predicate and trust ladder "
     "(404 when denied); search identity = filter_agent_id or the agent key's identity; "
-    "PATCH, PATCH status and DELETE govern by the authenticated agent.",
+    "PATCH, PATCH status and DELETE govern by the authenticated agent; DELETE checks the "
+    "caller's trust before the row, PATCH status the row's scope only; /recall's identity "
+    "stays filter_agent_id; bulk writes as on 05-30.",
     byid_read_scope=True,
     search_identity_from_key=True,
+    # fitted to MemClaw's code at the end of the measurement day (045039f, matrix seed 11;
+    # docs/profiles.md): the remediation changed identity on PATCH/status/DELETE, list and
+    # search, and left bulk writes and /recall as e2d805e had them
+    agent_query_is_identity=False,
+    delete_caller_checked_first=True,
+    status_change_needs_write_trust=False,
+    recall_identity_filter_only=True,
 )
+
+# What 05-31 was fitted away from: `proposed` (and `hardened` above it) keep the kit's
+# earlier choices, so their committed runs keep their meaning; they have no engine commit.
+UNFITTED_REMEDIATION_CHOICES: dict[str, object] = {
+    **UNFITTED_WRITE_CHOICES, "delete_caller_checked_first": False,
+    "status_change_needs_write_trust": True, "recall_identity_filter_only": False}
 
 PROPOSED = replace(
     MEMCLAW_2026_05_31,
+    **UNFITTED_REMEDIATION_CHOICES,  # type: ignore[arg-type]
     name="proposed",
     description="05-31 plus the paper's section 9: RDF writes on single-valued predicates "
     "bypass the near-duplicate gate and reach the structural detector; sibling redistribute "

@@ -344,10 +344,13 @@ def test_reprovisioning_invalidates_the_old_key(pool: ServerPool) -> None:
     assert new.write("The new key writes as the same agent").status_code == 201
 
 
-def test_status_change_checks_only_the_tenant_on_the_papers_day(pool: ServerPool) -> None:
+@pytest.mark.parametrize("profile", ["memclaw-2026-05-30", "memclaw-2026-05-31"])
+def test_status_change_needs_no_write_trust_on_the_papers_day(pool: ServerPool,
+                                                              profile: str) -> None:
     """e2d805e's PATCH .../status checks the tenant alone (memclaw-2026-05-30,
-    `agent_query_is_identity`): a demoted, trust-0 agent archives a row."""
-    api = pool.tenant_api("memclaw-2026-05-30")
+    `agent_query_is_identity`); 045039f added the row's scope check, not a trust one
+    (memclaw-2026-05-31): a demoted, trust-0 agent archives its own row on both."""
+    api = pool.tenant_api(profile)
     agent = api.provision("demoted", "F1")
     row = agent.write("A note a demoted agent archives on the paper's day").json()
     assert api.http.patch("/agents/demoted/trust", json={"trust_level": 0}).status_code == 200
@@ -357,7 +360,7 @@ def test_status_change_checks_only_the_tenant_on_the_papers_day(pool: ServerPool
     assert api.get(row["id"]).json()["status"] == "archived"
 
 
-@pytest.mark.parametrize("profile", ["memclaw-2026-05-31", "proposed"])
+@pytest.mark.parametrize("profile", ["proposed", "hardened"])
 def test_trust_0_agent_cannot_change_row_status(pool: ServerPool, profile: str) -> None:
     """Trust 0 is read-only (scope.status_change_denial): no retiring or reviving rows."""
     api = pool.tenant_api(profile)

@@ -74,8 +74,9 @@ def expected_visible(profile: str, path: str, row: str, relation: str) -> bool:
             return True  # 05-30: tenant check only; tenant keys are tenant-wide
         return {"agent": relation == "same_agent", "org": True, "team_null_fleet": True,
                 "team": relation != "other_fleet_t1"}[row]
-    if path == "list":  # identity = the key's agent; no fleet scoping without fleet_id
-        return relation == "same_agent" if row == "agent" else True
+    if path == "list":  # no fleet scoping without fleet_id. Identity = the key's agent; on
+        # 05-30 (e2d805e) only the `agent_id` query, absent here: private rows hidden from all
+        return relation == "same_agent" and remediated if row == "agent" else True
     identity = agent_key and remediated  # 05-30: search identity from filter_agent_id only
     if row == "agent":
         return identity and relation == "same_agent"

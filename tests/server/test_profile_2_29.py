@@ -1,6 +1,8 @@
 """`memclaw-2.29` (MemClaw's open engine v2.29.0) against `memclaw-2026-05-31`: the
 behaviours seen on the engine where the remediated profile answers otherwise, each pinned
-on both profiles. (Where the two agree, e.g. the duplicate gate, the test pins that too.)"""
+on both profiles. (Where the two agree, e.g. the duplicate gate, the test pins that too.)
+Choices 045039f already had (bulk writes, /recall, DELETE's order, homing on a write) are
+fitted into `memclaw-2026-05-31` too; `proposed` keeps the kit's earlier answer to each."""
 
 from __future__ import annotations
 
@@ -15,11 +17,15 @@ from reference_server.launch.process import ReferenceServer
 from .conftest import FAST_ARGS
 
 PROFILES = ("memclaw-2026-05-31", "memclaw-2.29")
+# the choices read from 045039f as well as b65ecbe: pinned on the two fitted profiles and on
+# `proposed`, which keeps the unfitted answer (profiles.UNFITTED_REMEDIATION_CHOICES)
+SHARED = ("memclaw-2026-05-31", "memclaw-2.29", "proposed")
+FITTED = ("memclaw-2026-05-31", "memclaw-2.29")
 
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[dict[str, ReferenceServer]]:
-    started = {p: ReferenceServer(profile=p, extra_args=FAST_ARGS).start() for p in PROFILES}
+    started = {p: ReferenceServer(profile=p, extra_args=FAST_ARGS).start() for p in SHARED}
     try:
         yield started
     finally:
@@ -166,7 +172,7 @@ def test_entity_link_without_role(servers, profile: str) -> None:
         assert single.status_code == 201 and bulk.status_code == 200
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("profile", SHARED)
 def test_trust0_bulk_write_skips_the_approval_gate(servers, profile: str) -> None:
     """The engine refuses a trust-0 agent's single write (403 not approved) but accepts its
     bulk write (the bulk route passes no approval gate); the fleet write rule still holds."""
@@ -184,7 +190,7 @@ def test_trust0_bulk_write_skips_the_approval_gate(servers, profile: str) -> Non
 
     home, away = bulk("fleet-a", "att-z0-home"), bulk("fleet-b", "att-z0-away")
     assert away.status_code == 403  # enforce_fleet_write on both profiles
-    if profile == "memclaw-2.29":
+    if profile in FITTED:
         assert home.status_code == 200 and home.json()["created"] == 1
     else:
         assert home.status_code == 403
@@ -216,7 +222,7 @@ def test_asserted_writer_must_be_named_in_the_body(profile: str) -> None:
             assert bulk.status_code == 200
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("profile", SHARED)
 def test_bulk_attempt_ids_are_unique_per_fleet(servers, profile: str) -> None:
     """The engine's attempt index is (tenant, fleet, id): another fleet's replay of an attempt
     id writes new rows; a replay from the attempt's own fleet answers with its row ids."""
@@ -236,13 +242,13 @@ def test_bulk_attempt_ids_are_unique_per_fleet(servers, profile: str) -> None:
     same_fleet = bulk("c1", "c1 filler row for the replay")
     other_fleet = bulk("b1", "b1 filler row for the replay")
     assert same_fleet["status"] == "duplicate_attempt" and same_fleet["id"] == first["id"]
-    if profile == "memclaw-2.29":
+    if profile in FITTED:
         assert other_fleet["status"] == "created" and other_fleet["id"] != first["id"]
     else:
         assert other_fleet["status"] == "duplicate_attempt" and other_fleet["id"] == first["id"]
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("profile", SHARED)
 def test_bulk_items_keep_no_entity_links(servers, profile: str) -> None:
     """The engine's bulk insert stores no entity links (a single write does)."""
     t = Tenant(servers[profile])
@@ -258,10 +264,10 @@ def test_bulk_items_keep_no_entity_links(servers, profile: str) -> None:
     kept = {name: t.call("GET", f"/memories/{mid}").json()["entity_links"]
             for name, mid in ids.items()}
     assert [link["entity_id"] for link in kept["single"]] == [entity]
-    assert (kept["bulk"] == []) == (profile == "memclaw-2.29")
+    assert (kept["bulk"] == []) == (profile in FITTED)
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("profile", SHARED)
 def test_recall_identity_is_filter_agent_id_alone(servers, profile: str) -> None:
     """The engine's /recall reads the caller identity from filter_agent_id only: an agent key
     without it recalls as no one (private rows hidden, no fleet check), and naming another
@@ -281,7 +287,7 @@ def test_recall_identity_is_filter_agent_id_alone(servers, profile: str) -> None
     contents = {m["content"] for m in own.json()["memories"]}
     other_fleet = recall(fleet_ids=["fleet-b"])
     as_b1 = recall(filter_agent_id="b1")
-    if profile == "memclaw-2.29":
+    if profile in FITTED:
         assert "a1 private note on the lighthouse" not in contents
         assert other_fleet.status_code == 200
         assert as_b1.status_code == 200
@@ -313,7 +319,7 @@ def test_conflicted_row_named_by_the_query(servers, profile: str) -> None:
     assert named not in found("tram depot hours")
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("profile", SHARED)
 def test_delete_checks_the_caller_before_the_row(servers, profile: str) -> None:
     """The engine's DELETE runs enforce_delete (trust 3) before it looks the row up: an agent
     below trust 3 gets the same 403 for an id that does not exist as for a real row."""
@@ -325,7 +331,7 @@ def test_delete_checks_the_caller_before_the_row(servers, profile: str) -> None:
     missing = t.call("DELETE", f"/memories/{absent}", params={"agent_id": "a2"})
     assert real.status_code == 403
     assert "not permitted to delete" in real.json()["error"]["message"]
-    if profile == "memclaw-2.29":
+    if profile in FITTED:
         assert missing.status_code == 403
         assert missing.json()["error"]["message"] == real.json()["error"]["message"]
     else:
@@ -350,7 +356,7 @@ def test_fast_write_names_its_near_duplicate(servers, profile: str) -> None:
         assert named is None
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("profile", SHARED)
 def test_a_refused_write_still_homes_a_homeless_agent(servers, profile: str) -> None:
     """The engine backfills a home-less agent's fleet from a write's fleet_id before its
     checks: a trust-0 agent's refused write (403 not approved) still gives it that home."""
@@ -360,4 +366,4 @@ def test_a_refused_write_still_homes_a_homeless_agent(servers, profile: str) -> 
     refused = t.write("h0", "fleet-x", "h0 tries to write into fleet x")
     assert refused.status_code == 403
     home = t.call("GET", "/agents/h0").json()["fleet_id"]
-    assert home == ("fleet-x" if profile == "memclaw-2.29" else None)
+    assert home == ("fleet-x" if profile in FITTED else None)
