@@ -956,22 +956,25 @@ GROUP BY ALL;
 
 -- Between-seed spread (issue 36): each complete matrix run with its seed and its world (its
 -- params but the seed and how the run was made: target, traces_root, progress, client), the
--- latest run per (target, world, seed); `seeds`: the target's seeds in that world
+-- latest run per (target, world, seed); `seeds`: the target's seeds in that world;
+-- `kit_commit`: the kit's commit it was made from (runs of other commits may differ by code)
 CREATE VIEW matrix_seed_runs AS
 WITH worlds AS (
     SELECT run_id, profile, target_kind, seed, started_at,
+           (SELECT left(m.kit_commit, 7) FROM manifests m WHERE m.run_id = r.run_id)
+                                                                      AS kit_commit,
            CAST(to_json(map_from_entries(list_sort(list_filter(
                map_entries(CAST(CAST(params AS JSON) AS MAP(VARCHAR, JSON))),
                lambda e: e.key NOT IN ('seed', 'target', 'traces_root', 'progress',
                                        'client'))))) AS VARCHAR) AS world
-    FROM runs
+    FROM runs r
     WHERE experiment = 'matrix' AND complete AND params IS NOT NULL AND seed IS NOT NULL
 ), latest AS (
     SELECT *, row_number() OVER (PARTITION BY profile, target_kind, world, seed
                                  ORDER BY started_at DESC, run_id DESC) AS rank
     FROM worlds
 )
-SELECT run_id, profile, target_kind, world, seed,
+SELECT run_id, profile, target_kind, world, seed, kit_commit,
        count(*) OVER (PARTITION BY profile, target_kind, world) AS seeds
 FROM latest WHERE rank = 1;
 
@@ -979,7 +982,8 @@ FROM latest WHERE rank = 1;
 -- gaps, misses and the judged probes the policy denies, as matrix_cells counts them; the
 -- paper's probe design (paper_get, paper_search) is in as paths of their own
 CREATE VIEW matrix_seed_cells AS
-SELECT s.profile, s.target_kind, s.world, s.seed, s.seeds, s.run_id, v.principal, v.path,
+SELECT s.profile, s.target_kind, s.world, s.seed, s.seeds, s.kit_commit, s.run_id,
+       v.principal, v.path,
        count(*) FILTER (WHERE v.verdict NOT IN ('n/a', 'error')) AS n,
        count(*) FILTER (WHERE v.verdict = 'gap')                 AS gaps,
        count(*) FILTER (WHERE v.verdict = 'miss')                AS misses,
@@ -994,7 +998,7 @@ GROUP BY ALL;
 -- paper's probe design (7.1): its search leak and tenant-key GET exposure, k of the probes
 -- the paper expects denied (as matrix_paper_rates)
 CREATE VIEW matrix_seed_totals AS
-SELECT profile, target_kind, world, seed, run_id,
+SELECT profile, target_kind, world, seed, kit_commit, run_id,
        CAST(coalesce(sum(n) FILTER (WHERE NOT paper), 0) AS BIGINT)                AS judged,
        CAST(coalesce(sum(gaps) FILTER (WHERE NOT paper), 0) AS BIGINT)             AS gaps,
        CAST(coalesce(sum(misses) FILTER (WHERE NOT paper), 0) AS BIGINT)           AS misses,

@@ -84,6 +84,8 @@ RUN_COLUMNS: dict[str, str] = {
     "executed": "VARCHAR",
     "has_manifest": "BOOLEAN",
     "engine_commit": "VARCHAR",
+    # the kit's own commit the run was made from (a spread over seeds names it per run)
+    "kit_commit": "VARCHAR",
     "packages": "VARCHAR",
     # JSON lists: what the run skipped ({probe, reason}) and could not do (reasons)
     "skipped": "VARCHAR",
@@ -326,6 +328,7 @@ def read_manifest(run_dir: Path) -> dict:
         "executed": json.dumps(manifest.get("executed") or {}, sort_keys=True),
         "has_manifest": True,
         "engine_commit": (target.get("engine") or {}).get("commit"),
+        "kit_commit": manifest.get("git_commit"),
         "packages": json.dumps(manifest.get("packages") or {}, sort_keys=True),
         "skipped": json.dumps(manifest.get("skipped") or []),
         "shortfalls": json.dumps(manifest.get("shortfalls") or []),

@@ -32,9 +32,9 @@ ALL_PATHS = "all matrix paths"
 PAPER = {"paper_get": "paper design: tenant-key GET", "paper_search": "paper design: search"}
 SPREAD_COLUMNS = ["target", "world", "dimension", "seeds", "per seed (seed: gaps/n)",
                   "range", "pooled", "gap on", "changes with the seed",
-                  "cells changing class"]
-ZERO_COLUMNS = ["seed", "world", "built on", "run_id", "gaps/judged", "95% upper bound",
-                "misses", "paper design search leak"]
+                  "cells changing class", "kit commits (seeds)"]
+ZERO_COLUMNS = ["seed", "world", "built on", "run_id", "kit commit", "gaps/judged",
+                "95% upper bound", "misses", "paper design search leak"]
 
 
 def load(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -96,7 +96,15 @@ def _row(profile: str, world: str, name: str, cells: pd.DataFrame) -> dict[str, 
         "pooled": fmt_rate(rate(int(per_seed.gaps.sum()), int(per_seed.n.sum()))),
         "gap on": f"{sum(found)}/{len(found)} seeds",
         "changes with the seed": "yes" if len(set(found)) > 1 else "no",
-        "cells changing class": _changing_cells(cells, len(seeds))}
+        "cells changing class": _changing_cells(cells, len(seeds)),
+        "kit commits (seeds)": commits(cells)}
+
+
+def commits(cells: pd.DataFrame) -> str:
+    """The kit commits the runs were made from, each with its seeds: `abc1234 (11); ...`."""
+    by = cells.groupby(cells.kit_commit.fillna("unrecorded"))["seed"].unique()
+    return "; ".join(f"{c} ({', '.join(str(int(s)) for s in sorted(seeds))})"
+                     for c, seeds in by.items())
 
 
 def _changing_cells(cells: pd.DataFrame, seeds: int) -> str:
@@ -129,7 +137,8 @@ def zero_frame(totals: pd.DataFrame, canonical: pd.DataFrame,
             "built on": "unknown" if built is None else
             "yes (canonical seed and world)" if not other else "no: other " + " and ".join(
                 other),
-            "run_id": r.run_id, "gaps/judged": f"{gaps.k}/{gaps.n}",
+            "run_id": r.run_id, "kit commit": r.kit_commit or "unrecorded",
+            "gaps/judged": f"{gaps.k}/{gaps.n}",
             "95% upper bound": f"{gaps.high:.5f}" if gaps.n else "-",
             "misses": int(r.misses),
             "paper design search leak": fmt_rate(rate(int(r.search_leaks),
@@ -148,6 +157,7 @@ def section(spread: pd.DataFrame, zero: pd.DataFrame, profile: str = HARDENED) -
         same = spread[spread["range"].map(lambda r: len(set(r.split("-"))) == 1)]
         changed = spread[spread["changes with the seed"] == "yes"]
         full = spread[spread.dimension == ALL_PATHS]
+        mixed = full[full["kit commits (seeds)"].str.contains(";")]
         parts += [
             "Each target with complete runs on two or more seeds of one world (its params but "
             "the seed; a run on another seed than the headline seed is a repeat, reported "
@@ -163,7 +173,12 @@ def section(spread: pd.DataFrame, zero: pd.DataFrame, profile: str = HARDENED) -
             f"{len(changed)} change verdict with the seed"
             + (": " + "; ".join(f"{r.target} ({r.world}) {r.dimension}"
                                 for r in changed.itertuples()) if len(changed) else "")
-            + ".", "", on_page(spread, SPREAD), ""]
+            + "." + (f" In {len(mixed)} of {len(full)} groups the runs were made from more "
+                     "than one kit commit (`kit commits`): there the spread mixes the seed "
+                     "with what changed in the code between those commits: "
+                     + "; ".join(f"{r.target} ({r.world})" for r in mixed.itertuples()) + "."
+                     if len(mixed) else ""),
+            "", on_page(spread, SPREAD), ""]
     parts += [f"## The `{profile}` profile on other seeds and worlds", ""]
     if zero.empty:
         return "\n".join([*parts, f"_No complete `{profile}` matrix run._", ""])
@@ -171,7 +186,7 @@ def section(spread: pd.DataFrame, zero: pd.DataFrame, profile: str = HARDENED) -
     pooled = rate(int(counts[0].sum()), int(counts[1].sum()))
     others = (zero["built on"] != "yes (canonical seed and world)").sum()
     parts += [
-        f"Gaps of judged matrix probes in every complete `{profile}` run: {len(zero)} runs, "
+        f"Gaps of judged matrix probes in every complete `{profile}` run: {len(zero)} run(s), "
         f"{others} of them on a seed or world other than its canonical run's; pooled "
         f"{pooled.k}/{pooled.n} (95% Wilson upper bound {pooled.high:.5f}). The paper "
         "design's tenant-key GET exposure is not a gap of the policy (the tenant key may read "
