@@ -176,7 +176,7 @@ def section(spread: pd.DataFrame, zero: pd.DataFrame, profile: str = HARDENED) -
             + "." + (f" In {len(mixed)} of {len(full)} groups the runs were made from more "
                      "than one kit commit (`kit commits`): there the spread may mix the seed "
                      "with what changed in the code between those commits (`git diff` of "
-                     "lib/reference_server and lib/fleetprobe/experiments tells): "
+                     "reference_server/ and lib/fleetprobe/experiments/ tells): "
                      + "; ".join(f"{r.target} ({r.world})" for r in mixed.itertuples()) + "."
                      if len(mixed) else ""),
             "", on_page(spread, SPREAD), ""]
