@@ -55,7 +55,7 @@ def traces(tmp_path: Path) -> Path:
     matrix_run(root, 13, verdicts(get_gaps=0), 20)
     matrix_run(root, 11, verdicts(get_gaps=0, search_gaps=0), 30, profile="hardened")
     matrix_run(root, 14, verdicts(get_gaps=0, search_gaps=0), 40, profile="hardened",
-               fleets=5)
+               fleets=5, moved_agents=True)
     return root
 
 
@@ -98,7 +98,7 @@ def test_the_hardened_zero_is_shown_per_seed_and_world_with_n(frames):
         [11, "0/7", "yes (canonical seed and world)"],
         [14, "0/7", "no: other seed and world"]]
     assert zero.world.tolist() == ["? tenants x 8 fleets, ? random probes",
-                                   "? tenants x 5 fleets, ? random probes"]
+                                   "? tenants x 5 fleets, ? random probes, moved agents"]
     assert float(zero["95% upper bound"][0]) == pytest.approx(0.35433, abs=1e-4)
     text = seeds.section(frames[0], zero)
     assert "2 run(s), 1 of them on a seed or world other than its canonical run's" in text

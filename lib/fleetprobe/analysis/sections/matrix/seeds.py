@@ -48,14 +48,16 @@ def load(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.DataFrame, pd
 
 
 def describe(world: str) -> str:
-    """A world in a few words: tenants, fleets, random probes, the paper's layout."""
+    """A world in a few words: tenants, fleets, random probes, the paper's layout, and agents
+    moved to another fleet after writing (`moved_agents`; worlds recorded before it have
+    none)."""
     doc = json.loads(world or "{}")
     text = (f"{doc.get('tenants', '?')} tenants x {doc.get('fleets', '?')} fleets, "
             f"{doc.get('random_probes', '?')} random probes")
     if doc.get("paper_fleets"):
         text += (f", paper layout {doc['paper_fleets']} x "
                  f"{doc.get('paper_agents_per_fleet', '?')}")
-    return text
+    return text + (", moved agents" if doc.get("moved_agents") else "")
 
 
 def dimension(path: str) -> str:
