@@ -102,7 +102,7 @@ def test_the_hardened_zero_is_shown_per_seed_and_world_with_n(frames):
     assert float(zero["95% upper bound"][0]) == pytest.approx(0.35433, abs=1e-4)
     text = seeds.section(frames[0], zero)
     assert "2 run(s), 1 of them on a seed or world other than its canonical run's" in text
-    assert "pooled 0/14" in text
+    assert "pooled 0/14" in text and "no run has a gap" in text
     # read by id (2, 2, 0 gaps) and the paper design's search (0, 2, 0 leaks)
     assert ("2 change verdict with the seed: memclaw-2026-05-30 (? tenants x 8 fleets, ? "
             "random probes) read by id; memclaw-2026-05-30") in text
@@ -136,3 +136,21 @@ def test_matrix_md_carries_the_spread_and_the_zero(traces):
     assert {seeds.SPREAD, seeds.ZERO} <= set(section.tables)
     # the dimensions the runs judged: read by id, search, all matrix paths, the paper search
     assert len(section.tables[seeds.SPREAD].frame) == 4
+
+
+def test_a_gap_of_the_hardened_profile_on_another_seed_is_named(tmp_path: Path):
+    root = tmp_path / "traces"
+    matrix_run(root, 11, verdicts(get_gaps=0, search_gaps=0), 0, profile="hardened")
+    matrix_run(root, 13, verdicts(get_gaps=0, search_gaps=1), 10, profile="hardened")
+    con = db.connect(root)
+    try:
+        cells, totals, homes = seeds.load(con)
+    finally:
+        con.close()
+    zero = seeds.zero_frame(totals, homes)
+    assert zero[["seed", "gaps/judged", "gap paths"]].values.tolist() == [
+        [11, "0/7", "-"], [13, "1/7", "search"]]
+    text = seeds.section(seeds.spread_frame(cells), zero)
+    assert "pooled 1/14" in text
+    assert "1 run(s) have gaps: seed 13, ? tenants x 8 fleets, ? random probes: 1/7 on search" in (
+        text)

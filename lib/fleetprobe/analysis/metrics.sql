@@ -1002,6 +1002,8 @@ SELECT profile, target_kind, world, seed, kit_commit, run_id,
        CAST(coalesce(sum(n) FILTER (WHERE NOT paper), 0) AS BIGINT)                AS judged,
        CAST(coalesce(sum(gaps) FILTER (WHERE NOT paper), 0) AS BIGINT)             AS gaps,
        CAST(coalesce(sum(misses) FILTER (WHERE NOT paper), 0) AS BIGINT)           AS misses,
+       string_agg(DISTINCT path, ', ' ORDER BY path) FILTER (WHERE gaps > 0 AND NOT paper)
+                                                                                   AS gap_paths,
        CAST(coalesce(sum(gaps) FILTER (WHERE path = 'paper_search'), 0) AS BIGINT) AS search_leaks,
        CAST(coalesce(sum(denied) FILTER (WHERE path = 'paper_search'), 0) AS BIGINT)
                                                                                    AS search_denied,

@@ -34,7 +34,7 @@ SPREAD_COLUMNS = ["target", "world", "dimension", "seeds", "per seed (seed: gaps
                   "range", "pooled", "gap on", "changes with the seed",
                   "cells changing class", "kit commits (seeds)"]
 ZERO_COLUMNS = ["seed", "world", "built on", "run_id", "kit commit", "gaps/judged",
-                "95% upper bound", "misses", "paper design search leak"]
+                "95% upper bound", "gap paths", "misses", "paper design search leak"]
 
 
 def load(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -142,6 +142,7 @@ def zero_frame(totals: pd.DataFrame, canonical: pd.DataFrame,
             "run_id": r.run_id, "kit commit": r.kit_commit or "unrecorded",
             "gaps/judged": f"{gaps.k}/{gaps.n}",
             "95% upper bound": f"{gaps.high:.5f}" if gaps.n else "-",
+            "gap paths": r.gap_paths if isinstance(r.gap_paths, str) else "-",
             "misses": int(r.misses),
             "paper design search leak": fmt_rate(rate(int(r.search_leaks),
                                                       int(r.search_denied)))
@@ -188,10 +189,15 @@ def section(spread: pd.DataFrame, zero: pd.DataFrame, profile: str = HARDENED) -
     counts = zero["gaps/judged"].str.split("/", expand=True).astype(int)
     pooled = rate(int(counts[0].sum()), int(counts[1].sum()))
     others = (zero["built on"] != "yes (canonical seed and world)").sum()
+    found = zero[counts[0] > 0]
     parts += [
         f"Gaps of judged matrix probes in every complete `{profile}` run: {len(zero)} run(s), "
         f"{others} of them on a seed or world other than its canonical run's; pooled "
-        f"{pooled.k}/{pooled.n} (95% Wilson upper bound {pooled.high:.5f}). The paper "
+        f"{pooled.k}/{pooled.n} (95% Wilson upper bound {pooled.high:.5f}); "
+        + ("no run has a gap. " if found.empty else f"{len(found)} run(s) have gaps: " + "; ".join(
+            f"seed {r['seed']}, {r['world']}: {r['gaps/judged']} on {r['gap paths']}"
+            for _, r in found.iterrows()) + ". ")
+        + "The paper "
         "design's tenant-key GET exposure is not a gap of the policy (the tenant key may read "
         "its tenant's rows) and is left out.", "", markdown(zero), ""]
     return "\n".join(parts)
