@@ -775,13 +775,17 @@ WHERE v.experiment = 'matrix' AND v.phase = 'verdict';
 CREATE VIEW matrix_probes AS
 SELECT * FROM matrix_events WHERE phase = 'probe';
 
--- the run each (profile, target kind) is reported by: complete first, then the largest
+-- the run each (profile, target kind) is reported by: a run on the headline seed first
+-- (headline_seeds: paper_values.yaml headline_params; a run on another seed is a repeat, read
+-- by matrix_seed_cells), then complete, then the largest
 CREATE VIEW matrix_canonical AS
 SELECT run_id, profile, target_kind, started_at FROM (
-    SELECT run_id, profile, target_kind, started_at,
-           row_number() OVER (PARTITION BY profile, target_kind
-                              ORDER BY complete DESC, n_events DESC, started_at DESC) AS rank
-    FROM runs WHERE experiment = 'matrix')
+    SELECT r.run_id, r.profile, r.target_kind, r.started_at,
+           row_number() OVER (PARTITION BY r.profile, r.target_kind
+                              ORDER BY coalesce(r.seed = h.seed, true) DESC, r.complete DESC,
+                                       r.n_events DESC, r.started_at DESC) AS rank
+    FROM runs r LEFT JOIN headline_seeds h USING (experiment)
+    WHERE r.experiment = 'matrix')
 WHERE rank = 1;
 
 -- heatmap cell: principal x path; n counts judged probes (n/a and errors apart)
@@ -949,6 +953,63 @@ SELECT r.run_id, r.profile, r.target_kind, r.complete, r.incomplete_reason,
        (SELECT count(*) FROM matrix_agent_drift d WHERE d.run_id = r.run_id)    AS agents_drifted
 FROM runs r JOIN matrix_verdicts v USING (run_id) LEFT JOIN manifests m USING (run_id)
 GROUP BY ALL;
+
+-- Between-seed spread (issue 36): each complete matrix run with its seed and its world (its
+-- params but the seed and how the run was made: target, traces_root, progress, client), the
+-- latest run per (target, world, seed); `seeds`: the target's seeds in that world;
+-- `kit_commit`: the kit's commit it was made from (runs of other commits may differ by code)
+CREATE VIEW matrix_seed_runs AS
+WITH worlds AS (
+    SELECT run_id, profile, target_kind, seed, started_at,
+           (SELECT left(m.kit_commit, 7) FROM manifests m WHERE m.run_id = r.run_id)
+                                                                      AS kit_commit,
+           CAST(to_json(map_from_entries(list_sort(list_filter(
+               map_entries(CAST(CAST(params AS JSON) AS MAP(VARCHAR, JSON))),
+               lambda e: e.key NOT IN ('seed', 'target', 'traces_root', 'progress',
+                                       'client'))))) AS VARCHAR) AS world
+    FROM runs r
+    WHERE experiment = 'matrix' AND complete AND params IS NOT NULL AND seed IS NOT NULL
+), latest AS (
+    SELECT *, row_number() OVER (PARTITION BY profile, target_kind, world, seed
+                                 ORDER BY started_at DESC, run_id DESC) AS rank
+    FROM worlds
+)
+SELECT run_id, profile, target_kind, world, seed, kit_commit,
+       count(*) OVER (PARTITION BY profile, target_kind, world) AS seeds
+FROM latest WHERE rank = 1;
+
+-- per run of matrix_seed_runs, principal and path: judged probes (n/a and errors apart),
+-- gaps, misses and the judged probes the policy denies, as matrix_cells counts them; the
+-- paper's probe design (paper_get, paper_search) is in as paths of their own
+CREATE VIEW matrix_seed_cells AS
+SELECT s.profile, s.target_kind, s.world, s.seed, s.seeds, s.kit_commit, s.run_id,
+       v.principal, v.path,
+       count(*) FILTER (WHERE v.verdict NOT IN ('n/a', 'error')) AS n,
+       count(*) FILTER (WHERE v.verdict = 'gap')                 AS gaps,
+       count(*) FILTER (WHERE v.verdict = 'miss')                AS misses,
+       count(*) FILTER (WHERE v.expected = 'deny' AND v.verdict NOT IN ('n/a', 'error'))
+                                                                 AS denied
+FROM matrix_seed_runs s JOIN matrix_verdicts v USING (run_id)
+WHERE NOT v.is_effect
+GROUP BY ALL;
+
+-- per run of matrix_seed_runs, on its seed and world (the `hardened` profile's zero on seeds
+-- and worlds it was not built on): the matrix's judged probes, gaps and misses, and apart the
+-- paper's probe design (7.1): its search leak and tenant-key GET exposure, k of the probes
+-- the paper expects denied (as matrix_paper_rates)
+CREATE VIEW matrix_seed_totals AS
+SELECT profile, target_kind, world, seed, kit_commit, run_id,
+       CAST(coalesce(sum(n) FILTER (WHERE NOT paper), 0) AS BIGINT)                AS judged,
+       CAST(coalesce(sum(gaps) FILTER (WHERE NOT paper), 0) AS BIGINT)             AS gaps,
+       CAST(coalesce(sum(misses) FILTER (WHERE NOT paper), 0) AS BIGINT)           AS misses,
+       string_agg(DISTINCT path, ', ' ORDER BY path) FILTER (WHERE gaps > 0 AND NOT paper)
+                                                                                   AS gap_paths,
+       CAST(coalesce(sum(gaps) FILTER (WHERE path = 'paper_search'), 0) AS BIGINT) AS search_leaks,
+       CAST(coalesce(sum(denied) FILTER (WHERE path = 'paper_search'), 0) AS BIGINT)
+                                                                                   AS search_denied,
+       CAST(coalesce(sum(gaps) FILTER (WHERE path = 'paper_get'), 0) AS BIGINT)    AS get_exposed,
+       CAST(coalesce(sum(denied) FILTER (WHERE path = 'paper_get'), 0) AS BIGINT)  AS get_denied
+FROM (SELECT *, path LIKE 'paper_%' AS paper FROM matrix_seed_cells) GROUP BY ALL;
 
 -- Backends x governance matrix (issue 11): per matrix run, judged probes and their gaps and
 -- misses, and the probes not applicable (a path or world-building step the backend lacks), for

@@ -25,6 +25,9 @@ METRICS_SQL = Path(__file__).resolve().parent.parent / "metrics.sql"
 PROMISES = METRICS_SQL.parent / "backend_promises_catalogue.yaml"
 RULE_FIELDS = ("backend", "deployment", "cause", "path", "visibility", "principal", "sibling",
                "verdict", "basis")
+# the paper's configuration (headline_params): its `seed` per experiment becomes the table
+# `headline_seeds`, so a view picks the headline seed's run over a repeat on another seed
+PAPER_VALUES = METRICS_SQL.parent / "paper_values.yaml"
 
 # DuckDB types of the fields that are not text; every other field EVENTS.md names is VARCHAR.
 BOOLEAN_FIELDS = (
@@ -81,6 +84,8 @@ RUN_COLUMNS: dict[str, str] = {
     "executed": "VARCHAR",
     "has_manifest": "BOOLEAN",
     "engine_commit": "VARCHAR",
+    # the kit's own commit the run was made from (a spread over seeds names it per run)
+    "kit_commit": "VARCHAR",
     "packages": "VARCHAR",
     # JSON lists: what the run skipped ({probe, reason}) and could not do (reasons)
     "skipped": "VARCHAR",
@@ -173,6 +178,7 @@ def load_into(con: duckdb.DuckDBPyConnection, traces_root: Path,
     groups = _event_tables(con, by_experiment)
     _load_runs(con, manifests)
     _load_promise_rules(con)
+    _load_headline_seeds(con)
     # The metric views are bound (each expands the wide `events` union)
     # while other threads parse the traces into the tables they read, created empty above.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -277,6 +283,21 @@ def _load_promise_rules(con: duckdb.DuckDBPyConnection) -> None:
                      for i, rule in enumerate(rules, start=1)])
 
 
+def _load_headline_seeds(con: duckdb.DuckDBPyConnection) -> None:
+    """`headline_seeds`: (experiment, seed) for each experiment whose paper configuration
+    names a seed (paper_values.yaml headline_params; results.py `_other_seed` reads the same)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    params = yaml.load(PAPER_VALUES.read_text(encoding="utf-8"), Loader=loader).get(
+        "headline_params") or {}
+    rows = [[name, int(rules["seed"])] for name, rules in params.items()
+            if isinstance(rules, dict) and rules.get("seed") is not None]
+    con.execute("CREATE TABLE headline_seeds (experiment VARCHAR, seed BIGINT)")
+    if rows:
+        con.executemany("INSERT INTO headline_seeds VALUES (?, ?)", rows)
+
+
 def read_manifest(run_dir: Path) -> dict:
     """The manifest fields the analysis keys on; a missing or unreadable manifest gives nulls."""
     path = Path(run_dir) / "manifest.json"
@@ -307,6 +328,7 @@ def read_manifest(run_dir: Path) -> dict:
         "executed": json.dumps(manifest.get("executed") or {}, sort_keys=True),
         "has_manifest": True,
         "engine_commit": (target.get("engine") or {}).get("commit"),
+        "kit_commit": manifest.get("git_commit"),
         "packages": json.dumps(manifest.get("packages") or {}, sort_keys=True),
         "skipped": json.dumps(manifest.get("skipped") or []),
         "shortfalls": json.dumps(manifest.get("shortfalls") or []),

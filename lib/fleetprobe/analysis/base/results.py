@@ -136,10 +136,15 @@ class Results:
 
     def comparison_runs(self, experiment: str, keep_unselected: bool = False) -> pd.DataFrame:
         """Every run of an experiment a cross-run table should show: the selected ones, else
-        the complete paper-scale runs, else the complete runs, else all runs.
-        `keep_unselected` shows the selected runs beside that default instead of alone."""
+        the complete paper-scale runs, else the complete runs, else all runs; repeats (the
+        headline configuration on another seed: the seed spread's) only when selected or
+        when the experiment has no other run. `keep_unselected` shows the selected runs
+        beside that default instead of alone."""
         runs = self.runs[self.runs.experiment == experiment]
         chosen = runs.run_id.isin(self.selected)
+        if ((runs.role != REPEAT) | chosen).any():
+            runs = runs[(runs.role != REPEAT) | chosen]
+            chosen = runs.run_id.isin(self.selected)
         if chosen.any() and not keep_unselected:
             return runs[chosen]
         for mask in (runs.complete & runs.paper_scale, runs.complete):

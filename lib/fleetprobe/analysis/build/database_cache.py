@@ -32,7 +32,7 @@ KEEP = 3  # about 40 MB each for the committed traces
 # changes what a database holds, so they are part of its name
 # (tests/analysis/test_database_cache.py checks that db's imports are all here).
 LOADER_SOURCES = (Path(db.__file__), Path(trace.__file__), Path(labels.__file__),
-                  db.METRICS_SQL, db.PROMISES, trace.EVENTS_MD)
+                  db.METRICS_SQL, db.PROMISES, db.PAPER_VALUES, trace.EVENTS_MD)
 RUN_FILES = ("manifest.json", *trace.EVENTS_FILES)
 
 

@@ -24,7 +24,7 @@ from fleetprobe.analysis.base.figures import FigureOutput
 from fleetprobe.analysis.base.section import Context, SectionOutput, finish
 from fleetprobe.analysis.base.stats import rate
 from fleetprobe.analysis.base.tables import Table
-from fleetprobe.analysis.sections.matrix import pages
+from fleetprobe.analysis.sections.matrix import pages, seeds
 from fleetprobe.analysis.sections.matrix.common import (
     EXPERIMENTS,
     KEY,
@@ -261,8 +261,15 @@ def write(con: duckdb.DuckDBPyConnection) -> MatrixSection:
         view = "matrix_gap_catalogue" if name == "matrix_gaps" else name
         tables[name] = Table(name, name.replace("_", " "), frame, views=(view,),
                              formats=("csv",), split_by="target")
+    seed_cells, totals, homes = seeds.load(con)
+    spread, zero = seeds.spread_frame(seed_cells), seeds.zero_frame(totals, homes)
+    tables[seeds.SPREAD] = Table(seeds.SPREAD, "matrix between-seed spread", spread,
+                                 views=seeds.SPREAD_VIEWS, formats=("csv",))
+    tables[seeds.ZERO] = Table(seeds.ZERO, f"matrix: {seeds.HARDENED} on every seed and world",
+                               zero, views=seeds.ZERO_VIEWS, formats=("csv",))
     cells = frames["matrix_cells"]
-    text = pages.summary_document(summ, cross, papers, cells, len(detail))
+    text = pages.summary_document(summ, cross, papers, cells, len(detail),
+                                  seeds.section(spread, zero))
     lists = {"matrix_not_applicable": na, "matrix_na_reasons": na_reasons,
              "matrix_oracles": oracles, "matrix_side_effects": effects,
              "matrix_entity_census": census, "matrix_agent_drift": drift}

@@ -8,13 +8,14 @@ KEY, TITLE = "matrix", "Governance matrix"
 EXPERIMENTS = ("matrix",)
 TABLES = ("matrix_summary", "matrix_cross_tenant", "matrix_paper_rates", "matrix_not_applicable",
           "matrix_na_reasons", "matrix_oracles", "matrix_side_effects", "matrix_entity_census",
-          "matrix_agent_drift", "matrix_gaps")
+          "matrix_agent_drift", "matrix_gaps", "matrix_seed_spread", "matrix_hardened_zero")
 # the views load() reads per canonical run (matrix_canonical picks the runs)
 RUN_VIEWS = ("matrix_summary", "matrix_cells", "matrix_gap_catalogue", "matrix_cross_tenant",
              "matrix_paper_rates", "matrix_not_applicable", "matrix_na_reasons",
              "matrix_oracles", "matrix_side_effects", "matrix_entity_census",
              "matrix_agent_drift")
-VIEWS = ("matrix_canonical", *RUN_VIEWS)
+VIEWS = ("matrix_canonical", *RUN_VIEWS, "matrix_seed_runs", "matrix_seed_cells",
+         "matrix_seed_totals")
 
 NO_RUNS = ("No matrix runs yet: run `python -m fleetprobe batch params/extended.yaml` (every "
            "profile at full scale) or `PROFILE=hardened make run-matrix` (one profile), then "

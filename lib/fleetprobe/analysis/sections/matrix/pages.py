@@ -93,8 +93,9 @@ def path_counts(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_document(summ: pd.DataFrame, cross: pd.DataFrame, papers: pd.DataFrame,
-                     cells: pd.DataFrame, catalogue_rows: int) -> str:
-    """MATRIX.md: what a person reads first; every target's detail on its own page."""
+                     cells: pd.DataFrame, catalogue_rows: int, seeds: str = "") -> str:
+    """MATRIX.md: what a person reads first; every target's detail on its own page (`seeds`:
+    the between-seed spread, seeds.py)."""
     targets = order(list(summ.target))
     judged = cells.groupby("target")[["n", "gaps", "misses"]].sum()
     index = pd.DataFrame([{
@@ -111,6 +112,7 @@ def summary_document(summ: pd.DataFrame, cross: pd.DataFrame, papers: pd.DataFra
         "## Cross-tenant tally\n\n" + _md(cross, "no cross-tenant probes"),
         "## The paper's two rates at scale (paper 7.1 design; N = 2 F^2 K)\n\n" + _md(
             papers, "no paper-scale probes in these runs (set paper_fleets: 10)"),
+        *([seeds.strip()] if seeds else []),
         "## Every row\n\nThe long lists, every target's rows: `tables/matrix_gaps.csv` (the "
         f"gap catalogue per principal, {catalogue_rows:,} rows, with counts and "
         "visibilities), `tables/matrix_not_applicable.csv`, `tables/matrix_na_reasons.csv`, "
