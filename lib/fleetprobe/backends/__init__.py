@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 BACKENDS = ("langgraph", "mem0", "crewai")
+BACKENDS += ("cognee",)  # issue 37: users, tenants and dataset permissions
 
 
 def make_backend(name: str, data_dir: Path, store: str | None = None,
@@ -31,4 +32,8 @@ def make_backend(name: str, data_dir: Path, store: str | None = None,
         from .crewai_memory import CrewAIBackend
 
         return CrewAIBackend(data_dir, store, deployment)
+    if name == "cognee":
+        from .cognee_backend import CogneeBackend
+
+        return CogneeBackend(data_dir, store, deployment)
     raise ValueError(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")

@@ -19,6 +19,11 @@ class NotSupported(Exception):
     """This backend has no equivalent of the request; the message says why."""
 
 
+class Denied(PermissionError):
+    """The backend's own access control denied the caller (Cognee's dataset permissions): a
+    403 in MemClaw's envelope with the backend's reason, nothing written."""
+
+
 class Refused(ValueError):
     """The backend refused the request's input (e.g. a name it cannot hold): a 422 in
     MemClaw's envelope with the backend's reason, never a 500 or a partial write."""
@@ -130,6 +135,9 @@ def deployment_of(value: str | None, extra: tuple[str, ...] = ()) -> str:
 
 # deployments that run a backend's model-mediated paths against the scripted model
 MODEL_DEPLOYMENTS = ("infer", "analysis", "strict-analysis")
+# backends whose every deployment needs a model (Cognee's cognify extracts a graph and
+# summarizes with it): the scripted model runs beside them
+MODEL_BACKENDS = ("cognee",)
 
 
 class Backend(Protocol):

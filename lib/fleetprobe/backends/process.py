@@ -13,7 +13,7 @@ from pathlib import Path
 from reference_server.launch.process import ReferenceServer
 
 from . import envs
-from .base import MODEL_DEPLOYMENTS
+from .base import MODEL_BACKENDS, MODEL_DEPLOYMENTS
 from .scripted_model import MODEL_URL_ENV
 from .scripted_model.process import ScriptedModelServer
 
@@ -40,7 +40,7 @@ class BackendServer(ReferenceServer):
         self.python = envs.ensure(self.backend_env)  # built before the start-up clock runs
         self.data_dir = self.db_path.parent / "backend-data"
         self.model: ScriptedModelServer | None = None
-        if deployment in MODEL_DEPLOYMENTS:
+        if deployment in MODEL_DEPLOYMENTS or backend in MODEL_BACKENDS:
             self.model_trace = model_trace or self.db_path.parent / "model.jsonl"
             self.model = ScriptedModelServer(trace=self.model_trace)
 

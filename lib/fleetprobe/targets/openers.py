@@ -105,7 +105,8 @@ def backend_server(params: TargetParams) -> Any:
     built first if the cache lacks it."""
     backend = params.backend or _backend_of_profile(params.profile)
     if backend is None:
-        raise TargetError("target.kind backend needs target.backend: langgraph, mem0 or crewai "
+        raise TargetError("target.kind backend needs target.backend: langgraph, mem0, crewai, "
+                          "cognee "
                           "(e.g. --set target.backend=mem0, or target.profile=backend-mem0)")
     from fleetprobe.backends.process import BackendServer
 
@@ -121,7 +122,8 @@ def backend_server(params: TargetParams) -> Any:
 def backend_target(params: TargetParams) -> Iterator[Target]:
     backend = params.backend or _backend_of_profile(params.profile)
     if backend is None:
-        raise TargetError("target.kind backend needs target.backend: langgraph, mem0 or crewai "
+        raise TargetError("target.kind backend needs target.backend: langgraph, mem0, crewai, "
+                          "cognee "
                           "(e.g. --set target.backend=mem0, or target.profile=backend-mem0)")
     from reference_server.launch.process import RunningServer
 
@@ -184,8 +186,8 @@ def _backend_of_profile(profile: str | None) -> str | None:
     """`backend-mem0` -> `mem0`: a batch plan names backends as profiles (params/backends.yaml)."""
     profile = profile or ""
     name = profile.removeprefix("backend-")
-    return name if profile.startswith("backend-") and name in ("langgraph", "mem0", "crewai") \
-        else None
+    return name if profile.startswith("backend-") and name in (
+        "langgraph", "mem0", "crewai", "cognee") else None
 
 
 def target_for_server(server: Any, profile: str | None = None,
