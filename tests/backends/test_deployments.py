@@ -108,6 +108,9 @@ def test_native_patch_delete_list(backend: str,
 MATE_SEES_PRIVATE = {("langgraph", "idiomatic"): True, ("langgraph", "strict"): False,
                      ("mem0", "idiomatic"): True, ("mem0", "strict"): False,
                      ("crewai", "idiomatic"): True, ("crewai", "strict"): False}
+# Cognee: idiomatic keeps an agent-scoped row in its fleet's dataset (nothing below a dataset);
+# strict files it in a dataset granted to its writer alone
+MATE_SEES_PRIVATE |= {("cognee", "idiomatic"): True, ("cognee", "strict"): False}
 # LangGraph's stores beside InMemoryStore (sqlite: sqlean's SQLite loads sqlite-vec)
 # and the second store mem0 and CrewAI each ship (mem0's pgvector on the embedded PostgreSQL,
 # CrewAI's Qdrant Edge)

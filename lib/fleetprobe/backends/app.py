@@ -43,7 +43,7 @@ from reference_server.wire.schemas import (
 from reference_server.wire.serialize import memory_detail, memory_out
 
 from . import netguard
-from .base import Backend, Change, Denied, Identity, NotSupported, SearchScope, StoredMemory
+from .base import CALLER, Backend, Change, Denied, Identity, NotSupported, SearchScope, StoredMemory
 
 log = logging.getLogger("fleetprobe.backends")
 # the packages whose versions a manifest names (those present in the environment)
@@ -210,6 +210,7 @@ async def write(body: MemoryCreate, caller: CallerDep, state: StateDep) -> Any:
         visibility=body.visibility or "scope_team", metadata=dict(body.metadata or {}),
         memory_type=body.memory_type or "fact", source_uri=body.source_uri,
         run_id=body.run_id)
+    CALLER.set(who)  # seen by the backend's write in its worker thread (context copied)
     try:
         stored = await state.call(state.backend.write, memory)
     except NotSupported as exc:

@@ -10,6 +10,7 @@ A request the backend has no equivalent for raises `NotSupported`: the app answe
 from __future__ import annotations
 
 import uuid
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -50,6 +51,12 @@ class Identity:
     agent_id: str | None = None
     fleet_id: str | None = None
     trust: int | None = None
+
+
+# Who sent the current write (set by the app before `Backend.write`; the worker thread that
+# runs it sees the request's context): a backend whose own access control checks the
+# credential's principal (Cognee) acts as that caller, not as the body's `agent_id`.
+CALLER: ContextVar[Identity | None] = ContextVar("fleetprobe_backend_caller", default=None)
 
 
 @dataclass

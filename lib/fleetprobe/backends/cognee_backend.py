@@ -28,14 +28,21 @@ import asyncio
 import importlib.util
 import json
 import os
-import sqlite3
 import threading
 import uuid
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from .base import Change, Denied, Identity, NotSupported, SearchScope, StoredMemory, deployment_of
+from .base import (
+    CALLER,
+    Change,
+    Denied,
+    Identity,
+    NotSupported,
+    SearchScope,
+    StoredMemory,
+    deployment_of,
+)
 from .embedder import DIM
 from .scripted_model import MODEL_URL_ENV
 
@@ -83,7 +90,6 @@ class CogneeBackend:
         if not model_url:
             raise ValueError(f"cognee needs the scripted model: {MODEL_URL_ENV}")
         _configure(data_dir, model_url)
-        self._dir = data_dir
         # Cognee is async and its engines are bound to one event loop: every call runs there
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, daemon=True,
@@ -161,7 +167,7 @@ class CogneeBackend:
             if user is None:
                 created = await cognee.agents.create(name, user=owner)
                 user = await get_user(uuid.UUID(created["agent_id"]))
-            home = caller.fleet_id or self._provisioned_home(caller)
+            home = caller.fleet_id
             self._agents[key] = _Agent(caller.agent_id, home, user)
             if not self.strict:
                 await add_user_to_tenant(user.id, tenant_id, owner.id)
@@ -176,17 +182,6 @@ class CogneeBackend:
                     await self._dataset(caller.tenant_id, k)
             self._agents[key].user = await get_user(user.id)  # with its tenant membership
         return self._agents[key].user
-
-    def _provisioned_home(self, caller: Identity) -> str | None:
-        """The home fleet the adapter's key registry provisioned the agent with (a write
-        names only its author): read from the registry's SQLite file, read-only."""
-        db = self._dir / "adapter-keys.db"
-        if not db.exists():
-            return None
-        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-            row = conn.execute("SELECT fleet_id FROM agents WHERE tenant_id = ? AND "
-                               "agent_id = ?", (caller.tenant_id, caller.agent_id)).fetchone()
-        return row[0] if row else None
 
     def _home_key(self, memory: StoredMemory) -> str:
         if self.strict and memory.visibility == "scope_agent" and memory.agent_id:
@@ -203,8 +198,9 @@ class CogneeBackend:
         from cognee.modules.users.exceptions import PermissionDeniedError
         from cognee.tasks.ingestion.data_item import DataItem
 
-        # as on MemClaw: the writing agent (an agent key's own, a tenant key's body agent_id)
-        user = await self._user(Identity(memory.tenant_id, memory.agent_id or None))
+        # Cognee checks the principal a request authenticates as: an agent key's agent user,
+        # the owner for a tenant key (the body's agent_id is then authorship, kept as data)
+        user = await self._user(CALLER.get() or Identity(memory.tenant_id))
         dataset_id = await self._dataset(memory.tenant_id, self._home_key(memory))
         memory.id = str(uuid.uuid4())
         item = DataItem(memory.content, data_id=uuid.UUID(memory.id), literal_text=True,
