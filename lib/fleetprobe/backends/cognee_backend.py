@@ -170,7 +170,8 @@ class CogneeBackend:
             home = caller.fleet_id
             self._agents[key] = _Agent(caller.agent_id, home, user)
             if not self.strict:
-                await add_user_to_tenant(user.id, tenant_id, owner.id)
+                if seen is None:  # a member once
+                    await add_user_to_tenant(user.id, tenant_id, owner.id)
             else:  # its home fleet and its own dataset, whenever they exist or are made
                 for k in ([f"fleet:{home}"] if home else []) + [
                         f"agent:{caller.agent_id}"]:
