@@ -359,16 +359,20 @@ class _Agent:
 
 
 def _chunks(results: Any) -> list[tuple[uuid.UUID, float | None]]:
-    """(document id, score) of each chunk a CHUNKS search returned, per dataset searched
-    (`[{"dataset_id", "search_result": [chunk, ...]}]`): a chunk's `document_id` is the
-    data item it was cut from, whose id is the wire id."""
+    """(document id, similarity) of each chunk a CHUNKS search returned, per dataset searched
+    (`[{"dataset_id", "search_result": [chunk, ...]}]`), best first across the datasets: a
+    chunk's `document_id` is the data item it was cut from, whose id is the wire id. Its
+    `score` is LanceDB's cosine distance (lower is closer), so the wire's similarity is
+    1 - score."""
     out = []
     for result in results or []:
         items = result.get("search_result") if isinstance(result, dict) else result
         for item in items if isinstance(items, list) else [items]:
             if isinstance(item, dict) and item.get("document_id"):
-                out.append((uuid.UUID(str(item["document_id"])), item.get("score")))
-    return sorted(out, key=lambda pair: -(pair[1] or 0.0))
+                score = item.get("score")
+                out.append((uuid.UUID(str(item["document_id"])),
+                            None if score is None else 1.0 - float(score)))
+    return sorted(out, key=lambda pair: -(pair[1] if pair[1] is not None else -2.0))
 
 
 def _to_wire(data: Any, similarity: float | None = None) -> StoredMemory:
