@@ -39,3 +39,15 @@ def test_graph_is_a_node_per_sentence() -> None:
     assert all(n["type"] == "Statement" and n["id"] == n["description"] == n["name"]
                for n in value["nodes"])
     assert "edges" not in value  # KnowledgeGraph.edges defaults to []
+
+
+def test_chunk_results_best_first_across_datasets() -> None:
+    """Cognee's CHUNKS `score` is a cosine distance: the closer chunk of two datasets comes
+    first, with similarity 1 - distance (the adapter's parsing, no Cognee needed)."""
+    from fleetprobe.backends.cognee_backend import _chunks
+
+    near, far = "3b153d01-c5b0-4dd9-8cfd-fbcac73ee596", "9788e043-34cc-4d60-897a-9525e4792b9e"
+    found = _chunks([{"search_result": [{"document_id": far, "score": 1.03}]},
+                     {"search_result": [{"document_id": near, "score": 0.42}]}])
+    assert [str(doc) for doc, _ in found] == [near, far]
+    assert abs(found[0][1] - 0.58) < 1e-9
