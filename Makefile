@@ -245,6 +245,7 @@ backends: backend-envs
 # the environments the smoke starts adapters from (the CrewAI sweep's are left to `backends`)
 SMOKE_ENVS := langgraph langgraph-ckpt-3.1.0 langgraph-ckpt-3.1.1 mem0 mem0-1.0.11 crewai
 SMOKE_ENVS += graphiti
+SMOKE_ENVS += cognee
 backends-smoke: $(STAMP)
 	$(PY) -m fleetprobe.backends.envs build $(SMOKE_ENVS)
 	FLEETPROBE_BACKENDS=1 $(PY) -m pytest -q -p no:cacheprovider tests/backends -s

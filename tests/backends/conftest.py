@@ -23,6 +23,7 @@ from fleetprobe.targets import ENV_SHARED_SERVERS, TargetParams
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = {"langgraph": "langgraph", "mem0": "mem0ai", "crewai": "crewai"}
 PACKAGE["graphiti"] = "graphiti-core"
+PACKAGE["cognee"] = "cognee"  # issue 37
 # `make backends-smoke` sets it: the adapters (each from its own locked environment, built
 # on first use) start only there, so `make test` stays quick and never builds environments
 ENV_RUN = "FLEETPROBE_BACKENDS"

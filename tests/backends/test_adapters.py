@@ -26,12 +26,18 @@ pytestmark = pytest.mark.backends
 Adapter = tuple[str, BackendServer]
 
 
+# Cognee cognifies every write (a model call pair and a pipeline, one at a time): its client
+# waits longer and its smoke gets longer than the others' 180 s (docs/backends.md, Cognee)
+SLOW = {"cognee": (["client.timeout_s=900"], 900.0)}
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_leakage_smoke(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                        backend_server: Callable[[str], BackendServer]) -> None:
     server = backend_server(backend)
     params = load_params(ROOT / "params/smoke/leakage.yaml", [
-        "target.kind=backend", f"target.backend={backend}", f"traces_root={tmp_path}"])
+        "target.kind=backend", f"target.backend={backend}", f"traces_root={tmp_path}",
+        *SLOW.get(backend, ([], 0.0))[0]])
     started = time.monotonic()
     run_dir = run_on(server, "leakage", params, monkeypatch)
     elapsed = time.monotonic() - started
@@ -49,7 +55,8 @@ def test_leakage_smoke(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyP
               if '"phase": "probe"' in line]
     assert probes and all(p["leak"] is not None for p in probes)
     print(f"{backend} leakage smoke: {elapsed:.1f} s (adapter already running)")
-    assert elapsed < 180  # the goal is 60 s; a loaded CI machine gets slack, a hang does not
+    # the goal is 60 s; a loaded CI machine gets slack, a hang does not
+    assert elapsed < max(180.0, SLOW.get(backend, ([], 0.0))[1])
 
 
 def test_harness_starts_the_adapter(tmp_path: Path) -> None:
@@ -108,6 +115,7 @@ def test_paths_without_equivalent_answer_not_supported(
 # exact match: no leak there.
 SIBLING_PREFIX_LEAKS = {"crewai": True, "langgraph": False, "mem0": False}
 SIBLING_PREFIX_LEAKS["graphiti"] = False  # group_ids are matched by equality
+SIBLING_PREFIX_LEAKS["cognee"] = False  # a dataset is named by its id, never a prefix
 
 
 def test_sibling_fleet_prefix(adapter: Adapter) -> None:

@@ -116,6 +116,9 @@ MATE_SEES_PRIVATE = {("langgraph", "idiomatic"): True, ("langgraph", "strict"): 
                      ("crewai", "idiomatic"): True, ("crewai", "strict"): False}
 # Graphiti: the fleet's partition holds agent-scoped rows (idiomatic); strict gives each its own
 MATE_SEES_PRIVATE |= {("graphiti", "idiomatic"): True, ("graphiti", "strict"): False}
+# Cognee: idiomatic keeps an agent-scoped row in its fleet's dataset (nothing below a dataset);
+# strict files it in a dataset granted to its writer alone
+MATE_SEES_PRIVATE |= {("cognee", "idiomatic"): True, ("cognee", "strict"): False}
 # LangGraph's stores beside InMemoryStore (sqlite: sqlean's SQLite loads sqlite-vec)
 # and the second store mem0 and CrewAI each ship (mem0's pgvector on the embedded PostgreSQL,
 # CrewAI's Qdrant Edge)

@@ -14,6 +14,7 @@ from typing import Any
 
 BACKENDS = ("langgraph", "mem0", "crewai")
 BACKENDS += ("graphiti",)  # issue 37 part 4: group_id partitions on Kuzu
+BACKENDS += ("cognee",)  # issue 37: users, tenants and dataset permissions
 
 
 def make_backend(name: str, data_dir: Path, store: str | None = None,
@@ -36,4 +37,8 @@ def make_backend(name: str, data_dir: Path, store: str | None = None,
         from .graphiti_backend import GraphitiBackend
 
         return GraphitiBackend(data_dir, store, deployment)
+    if name == "cognee":
+        from .cognee_backend import CogneeBackend
+
+        return CogneeBackend(data_dir, store, deployment)
     raise ValueError(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")

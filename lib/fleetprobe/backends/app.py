@@ -43,7 +43,7 @@ from reference_server.wire.schemas import (
 from reference_server.wire.serialize import memory_detail, memory_out
 
 from . import netguard
-from .base import Backend, Change, Identity, NotSupported, SearchScope, StoredMemory
+from .base import CALLER, Backend, Change, Denied, Identity, NotSupported, SearchScope, StoredMemory
 
 log = logging.getLogger("fleetprobe.backends")
 # the packages whose versions a manifest names (those present in the environment)
@@ -53,6 +53,7 @@ ENV_PACKAGES = (
     "mem0ai", "qdrant-client", "crewai", "lancedb", "pydantic", "fastapi", "uvicorn",
 )
 ENV_PACKAGES += ("graphiti-core", "kuzu", "openai")
+ENV_PACKAGES += ("cognee", "litellm", "ladybug")  # issue 37: the cognee environment
 
 
 @dataclass
@@ -87,6 +88,9 @@ class AdapterState:
         except ValueError as exc:  # the backend refused this input (Refused, its own
             # validation): 422 in the envelope, nothing written
             raise ApiError(422, f"{self.backend.name} refused the request: {exc}") from exc
+        except Denied as exc:  # the backend's own access control denied the caller
+            # (Cognee's dataset permissions): 403 in the envelope, nothing written
+            raise ApiError(403, f"{self.backend.name} denied the request: {exc}") from exc
 
 
 def backend_version(backend: Backend) -> str | None:
@@ -207,6 +211,7 @@ async def write(body: MemoryCreate, caller: CallerDep, state: StateDep) -> Any:
         visibility=body.visibility or "scope_team", metadata=dict(body.metadata or {}),
         memory_type=body.memory_type or "fact", source_uri=body.source_uri,
         run_id=body.run_id)
+    CALLER.set(who)  # seen by the backend's write in its worker thread (context copied)
     try:
         stored = await state.call(state.backend.write, memory)
     except NotSupported as exc:

@@ -10,6 +10,7 @@ A request the backend has no equivalent for raises `NotSupported`: the app answe
 from __future__ import annotations
 
 import uuid
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -17,6 +18,11 @@ from typing import Any, Protocol
 
 class NotSupported(Exception):
     """This backend has no equivalent of the request; the message says why."""
+
+
+class Denied(PermissionError):
+    """The backend's own access control denied the caller (Cognee's dataset permissions): a
+    403 in MemClaw's envelope with the backend's reason, nothing written."""
 
 
 class Refused(ValueError):
@@ -45,6 +51,12 @@ class Identity:
     agent_id: str | None = None
     fleet_id: str | None = None
     trust: int | None = None
+
+
+# Who sent the current write (set by the app before `Backend.write`; the worker thread that
+# runs it sees the request's context): a backend whose own access control checks the
+# credential's principal (Cognee) acts as that caller, not as the body's `agent_id`.
+CALLER: ContextVar[Identity | None] = ContextVar("fleetprobe_backend_caller", default=None)
 
 
 @dataclass
@@ -130,8 +142,9 @@ def deployment_of(value: str | None, extra: tuple[str, ...] = ()) -> str:
 
 # deployments that run a backend's model-mediated paths against the scripted model
 MODEL_DEPLOYMENTS = ("infer", "analysis", "strict-analysis")
-# backends whose every deployment needs the scripted model (their ingestion is a model's)
-MODEL_BACKENDS = ("graphiti",)
+# backends whose every deployment needs the scripted model: their ingestion is a model's
+# (Graphiti's entity and fact extraction; Cognee's cognify extracts a graph and summarizes)
+MODEL_BACKENDS = ("graphiti", "cognee")
 
 
 class Backend(Protocol):

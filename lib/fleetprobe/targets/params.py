@@ -39,7 +39,7 @@ class TargetParams(BaseModel):
     # a batch plan names backends as profiles (`backend-mem0`)
     profile: str | None = None
     # backend only: which memory system, and which of its stores (langgraph: memory | sqlite)
-    backend: Literal["langgraph", "mem0", "crewai", "graphiti"] | None = None
+    backend: Literal["langgraph", "mem0", "crewai", "graphiti", "cognee"] | None = None
     backend_store: str | None = None
     # backend only: its locked environment (lib/fleetprobe/backends/locks/<env>.in; default the
     # backend's own) and how wire scopes map onto its own (idiomatic | strict; docs/backends.md)
