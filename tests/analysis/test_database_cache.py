@@ -17,19 +17,6 @@ from fleetprobe.analysis.base import db
 from fleetprobe.analysis.build import database_cache, store
 
 
-@pytest.fixture()
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv(store.ENV_CACHE, str(root))
-    return root
-
-
-@pytest.fixture()
-def traces(fixture_traces, tmp_path: Path) -> Path:
-    """A copy of the fixture traces this test may change."""
-    return Path(shutil.copytree(fixture_traces[0], tmp_path / "traces"))
-
-
 def count_loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     loads: list[Path] = []
     write = db.write_database
