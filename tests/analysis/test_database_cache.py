@@ -90,7 +90,8 @@ def test_the_loader_sources_cover_every_module_the_loader_imports():
         assert origin in covered, f"{name} ({origin}) shapes the database but is not hashed"
         pending += [m for m in module_imports(origin) if m.startswith("fleetprobe")
                     and not Path(importlib.util.find_spec(m).origin).name == "__init__.py"]
-    assert seen >= {"fleetprobe.analysis.base.db", "fleetprobe.trace", "fleetprobe.labels"}
+    assert seen >= {"fleetprobe.analysis.base.db", "fleetprobe.harness.trace",
+                    "fleetprobe.base.labels"}
 
 
 def module_imports(path: Path) -> list[str]:

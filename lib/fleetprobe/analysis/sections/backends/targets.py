@@ -27,7 +27,7 @@ from fleetprobe.analysis.sections.backends.common import (  # noqa: E402
     backend_of,
 )
 from fleetprobe.analysis.sections.backends.world import footnote  # noqa: E402
-from fleetprobe.policy import PATHS  # noqa: E402
+from fleetprobe.oracle.policy import PATHS  # noqa: E402
 
 # (metric view row, experiment, what it counts, the signal a governed store keeps low/high)
 METRICS: tuple[tuple[str, str, str], ...] = (
