@@ -47,7 +47,6 @@ MAY: Decision = "may"
 DENY: Decision = "deny"
 
 RELATIONS = ("tenant", *AGENT_RELATIONS, "other_tenant")
-TRUST_LEVELS = (0, 1, 2, 3)
 
 # The tables (who may read, change, write, re-home; what each path promises) are data:
 # `policy.yaml` beside this module, loaded once. `active()` is the policy the functions below
