@@ -21,7 +21,7 @@ XDIST        = -p no:nbval $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist
 EXPERIMENTS := leakage contradiction provenance propagation
 # every experiment notebook executed into reports/ (make notebooks) and checked (make nbval)
 NOTEBOOKS   := $(EXPERIMENTS) matrix separation faults dynamics backends
-NOTEBOOK    := $(PY) -m fleetprobe.notebooks
+NOTEBOOK    := $(PY) -m fleetprobe.base.notebooks
 # quiet installs: no pip progress, no setuptools editable-install banner
 PIP         := PYTHONWARNINGS=ignore $(PY) -m pip -q
 export MPLBACKEND := Agg
@@ -91,7 +91,7 @@ lock:
 	$(PIP) install pip-tools
 	$(VENV)/bin/pip-compile -q --generate-hashes --strip-extras --extra dev \
 	    --no-emit-index-url --no-emit-find-links -o $(LOCK) pyproject.toml
-	PYTHONPATH=lib $(PY) -m fleetprobe.lockfile environment
+	PYTHONPATH=lib $(PY) -m fleetprobe.base.lockfile environment
 
 lint: $(STAMP)
 	$(PY) -m ruff check lib reference_server tests benchmarks

@@ -19,8 +19,8 @@ import time
 import httpx
 
 from fleetprobe.client import MemClawClient, Result
-from fleetprobe.targets import target_for_server
-from fleetprobe.trace import Trace
+from fleetprobe.harness.targets import target_for_server
+from fleetprobe.harness.trace import Trace
 from reference_server.launch.process import ReferenceServer
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from fleetprobe.batch import PlannedRun, load_plan
+from fleetprobe.drive.batch import PlannedRun, load_plan
 from fleetprobe.reproduction import RECORD, new_reproduction, run_plan
 
 REPO = Path(__file__).resolve().parents[1]

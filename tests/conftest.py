@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from fleetprobe.targets import Target, target_for_server
+from fleetprobe.harness.targets import Target, target_for_server
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PROFILE = "memclaw-2026-05-30"
@@ -78,7 +78,7 @@ def start_server() -> Iterator[Callable[..., Any]]:
 
 @pytest.fixture
 def target(reference_server: Any) -> Target:
-    """A fresh tenant on the session server, as a runner Target."""
+    """A fresh tenant on the session server, as a harness Target."""
     return target_for_server(reference_server, DEFAULT_PROFILE)
 
 

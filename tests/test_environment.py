@@ -7,7 +7,7 @@ from importlib import metadata
 
 from packaging.utils import canonicalize_name
 
-from fleetprobe import lockfile
+from fleetprobe.base import lockfile
 
 
 def test_lock_and_pyproject_agree() -> None:

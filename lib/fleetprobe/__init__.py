@@ -11,15 +11,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fleetprobe.run import arun_experiment, run_experiment
-    from fleetprobe.runner import ParamsError, load_params
-    from fleetprobe.targets import TargetError
+    from fleetprobe.drive.run import arun_experiment, run_experiment
+    from fleetprobe.harness.experiment import ParamsError, load_params
+    from fleetprobe.harness.targets import TargetError
 
 # Imported on first use: the report's processes import fleetprobe.analysis, not the harness
-# (its HTTP client and runner were a second of every report's start-up).
-_LAZY = {"arun_experiment": "fleetprobe.run", "run_experiment": "fleetprobe.run",
-         "ParamsError": "fleetprobe.runner", "load_params": "fleetprobe.runner",
-         "TargetError": "fleetprobe.targets"}
+# (its HTTP client and experiment base were a second of every report's start-up).
+_LAZY = {"arun_experiment": "fleetprobe.drive.run", "run_experiment": "fleetprobe.drive.run",
+         "ParamsError": "fleetprobe.harness.experiment",
+         "load_params": "fleetprobe.harness.experiment",
+         "TargetError": "fleetprobe.harness.targets"}
 
 
 def __getattr__(name: str) -> Any:

@@ -20,13 +20,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from fleetprobe import judge, policy, reproduction
-from fleetprobe.batch import default_jobs, read_plan, run_batch
-from fleetprobe.judge import JudgeError
-from fleetprobe.policy import PolicyFileError
-from fleetprobe.run import run_experiment
-from fleetprobe.runner import ParamsError, load_params
-from fleetprobe.targets import TargetError
+from fleetprobe import reproduction
+from fleetprobe.drive import judge
+from fleetprobe.drive.batch import default_jobs, read_plan, run_batch
+from fleetprobe.drive.judge import JudgeError
+from fleetprobe.drive.run import run_experiment
+from fleetprobe.harness.experiment import ParamsError, load_params
+from fleetprobe.harness.targets import TargetError
+from fleetprobe.oracle import policy
+from fleetprobe.oracle.policy import PolicyFileError
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -86,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(docs/judge.md)")
     judge.add_argument("runs", nargs="+", metavar="RUN", help="run directory data/traces/<run>")
     judge.add_argument("--policy", default=None, metavar="FILE", help="policy YAML (default: "
-                       "lib/fleetprobe/policy.yaml; copy it and edit)")
+                       "lib/fleetprobe/oracle/policy.yaml; copy it and edit)")
     judge.add_argument("--out", default=None, metavar="FILE", help="write the re-judged "
                        "events as JSON lines (one run only)")
     judge.add_argument("--check", action="store_true",

@@ -16,18 +16,6 @@ from fleetprobe.analysis.base import db
 from fleetprobe.analysis.build import runner, stamp, store, writer
 
 
-@pytest.fixture()
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv(store.ENV_CACHE, str(root))
-    return root
-
-
-@pytest.fixture()
-def traces(fixture_traces, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(fixture_traces[0], tmp_path / "traces"))
-
-
 def made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The sections a build makes (in this process: jobs=1)."""
     keys: list[str] = []

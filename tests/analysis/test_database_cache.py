@@ -17,19 +17,6 @@ from fleetprobe.analysis.base import db
 from fleetprobe.analysis.build import database_cache, store
 
 
-@pytest.fixture()
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv(store.ENV_CACHE, str(root))
-    return root
-
-
-@pytest.fixture()
-def traces(fixture_traces, tmp_path: Path) -> Path:
-    """A copy of the fixture traces this test may change."""
-    return Path(shutil.copytree(fixture_traces[0], tmp_path / "traces"))
-
-
 def count_loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     loads: list[Path] = []
     write = db.write_database
@@ -103,7 +90,8 @@ def test_the_loader_sources_cover_every_module_the_loader_imports():
         assert origin in covered, f"{name} ({origin}) shapes the database but is not hashed"
         pending += [m for m in module_imports(origin) if m.startswith("fleetprobe")
                     and not Path(importlib.util.find_spec(m).origin).name == "__init__.py"]
-    assert seen >= {"fleetprobe.analysis.base.db", "fleetprobe.trace", "fleetprobe.labels"}
+    assert seen >= {"fleetprobe.analysis.base.db", "fleetprobe.harness.trace",
+                    "fleetprobe.base.labels"}
 
 
 def module_imports(path: Path) -> list[str]:

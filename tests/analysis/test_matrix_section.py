@@ -13,7 +13,7 @@ import pytest
 from fleetprobe.analysis.base import db
 from fleetprobe.analysis.sections import matrix
 from fleetprobe.analysis.sections.matrix import figure
-from fleetprobe.policy import PATHS
+from fleetprobe.oracle.policy import PATHS
 
 from .fixtures.builders import matrix_reworked, write_run
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from fleetprobe.backends.process import BackendServer
-from fleetprobe.run import run_experiment
-from fleetprobe.targets import ENV_SHARED_SERVERS, TargetParams
+from fleetprobe.drive.run import run_experiment
+from fleetprobe.harness.targets import ENV_SHARED_SERVERS, TargetParams
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = {"langgraph": "langgraph", "mem0": "mem0ai", "crewai": "crewai"}

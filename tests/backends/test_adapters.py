@@ -17,8 +17,8 @@ import pytest
 from fleetprobe.backends import BACKENDS
 from fleetprobe.backends.process import BackendServer
 from fleetprobe.client import NOT_SUPPORTED_CODE
-from fleetprobe.run import run_experiment
-from fleetprobe.runner import load_params
+from fleetprobe.drive.run import run_experiment
+from fleetprobe.harness.experiment import load_params
 
 from .conftest import PACKAGE, ROOT, locked_version, need, run_on
 

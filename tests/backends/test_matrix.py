@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from fleetprobe.backends.process import BackendServer
-from fleetprobe.runner import load_params
+from fleetprobe.harness.experiment import load_params
 from fleetprobe.world.target import NA_GHOST
 
 from .conftest import ROOT, run_on

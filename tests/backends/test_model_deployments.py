@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from fleetprobe.backends.process import BackendServer
-from fleetprobe.run import run_experiment
-from fleetprobe.runner import load_params
+from fleetprobe.drive.run import run_experiment
+from fleetprobe.harness.experiment import load_params
 
 from .conftest import ROOT, need
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from fleetprobe.client import NOT_SUPPORTED_CODE, Result, RetryPolicy, not_supported
-from fleetprobe.trace import Trace
+from fleetprobe.harness.trace import Trace
 
 
 def _answer(status: int, code: str) -> Result:

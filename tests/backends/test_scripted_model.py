@@ -153,8 +153,8 @@ def test_the_update_decision_rule_updates_deletes_keeps_and_adds() -> None:
 def test_a_run_copies_the_model_trace_only_without_keys(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from fleetprobe.run import _keep_model_trace
-    from fleetprobe.trace import SecretLeakError
+    from fleetprobe.drive.run import _keep_model_trace
+    from fleetprobe.harness.trace import SecretLeakError
 
     source = tmp_path / "adapter-model.jsonl"
     source.write_text('{"seq": 0, "messages": "hello"}\n')

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from fleetprobe import checkers
-from fleetprobe.checkers import CheckResult, check_all
+from fleetprobe.oracle import checkers
+from fleetprobe.oracle.checkers import CheckResult, check_all
 
 T0 = "2026-12-01T12:00:00.000000Z"
 

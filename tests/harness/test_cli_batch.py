@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleetprobe.batch import read_plan
 from fleetprobe.cli import main
-from fleetprobe.runner import ParamsError
+from fleetprobe.drive.batch import read_plan
+from fleetprobe.harness.experiment import ParamsError
 
 from .traces import REPO
 

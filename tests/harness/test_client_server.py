@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from fleetprobe.client import Credential, MemClawClient, RetryPolicy
-from fleetprobe.run import arun_experiment
-from fleetprobe.runner import TargetUnavailable, UnexpectedShape
-from fleetprobe.targets import Target, TargetError, preflight
+from fleetprobe.drive.run import arun_experiment
+from fleetprobe.harness.experiment import TargetUnavailable, UnexpectedShape
+from fleetprobe.harness.targets import Target, TargetError, preflight
 
 FAST_RETRY = RetryPolicy(max_attempts=4, backoff_base_s=0.05, backoff_max_s=0.5)
 
@@ -56,7 +56,7 @@ async def _burst(target: Target, retry: RetryPolicy, n: int) -> list[Any]:
 
 
 def test_429_is_retried_until_admitted(start_server: Any) -> None:
-    from fleetprobe.targets import target_for_server
+    from fleetprobe.harness.targets import target_for_server
 
     target = target_for_server(start_server(extra_args=("--write-rate", "3/second")))
     results = run(_burst(target, RetryPolicy(max_attempts=8, backoff_base_s=0.3,

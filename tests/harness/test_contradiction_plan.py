@@ -17,7 +17,7 @@ from fleetprobe.experiments.contradiction import (
     reject_reason,
     write_body,
 )
-from fleetprobe.plans import salted
+from fleetprobe.harness.seeding import salted
 
 
 def params(**overrides: Any) -> ContradictionParams:

@@ -19,7 +19,7 @@ import distributed
 import pytest
 import yaml
 
-from fleetprobe.batch import PlannedRun, load_plan
+from fleetprobe.drive.batch import PlannedRun, load_plan
 from fleetprobe.reproduction import RECORD, new_reproduction, promote, run_plan
 from fleetprobe.reproduction.dask_runs import DaskRuns
 
@@ -107,7 +107,7 @@ def test_the_default_reproduce_path_never_imports_dask(tmp_path: Path) -> None:
 import sys
 from pathlib import Path
 from fleetprobe import cli
-from fleetprobe.batch import load_plan
+from fleetprobe.drive.batch import load_plan
 from fleetprobe.reproduction import new_reproduction, run_plan
 plan = load_plan({str(plan)!r})
 directory = new_reproduction(Path({str(tmp_path / "r")!r}), plan, fast=False, jobs=1)

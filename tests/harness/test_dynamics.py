@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from fleetprobe import load_params, policy, run_experiment
+from fleetprobe import load_params, run_experiment
 from fleetprobe.analysis.base.results import Results
 from fleetprobe.analysis.sections import dynamics
 from fleetprobe.experiments.dynamics import check
-from fleetprobe.policy import ALLOW, DENY, MAY, Change, Principal, Row, Timeline
+from fleetprobe.oracle import policy
+from fleetprobe.oracle.policy import ALLOW, DENY, MAY, Change, Principal, Row, Timeline
 
 from .traces import REPO, events, manifest
 

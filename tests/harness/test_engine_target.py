@@ -15,8 +15,8 @@ from fleetprobe.engine import python as engine_python
 from fleetprobe.engine.build import resolution_of
 from fleetprobe.engine.services import start_command
 from fleetprobe.engine.source import ENV_SRC, inspect_source, resolve_source
-from fleetprobe.runner import load_params
-from fleetprobe.targets import TargetError, TargetParams, open_target
+from fleetprobe.harness.experiment import load_params
+from fleetprobe.harness.targets import TargetError, TargetParams, open_target
 
 REPO = Path(__file__).resolve().parents[2]
 COMMIT = "b65ecbe17605f2a80af319028e703e5e36c0ebc8"

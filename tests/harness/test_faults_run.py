@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fleetprobe import load_params, run_experiment
-from fleetprobe.targets import target_for_server
+from fleetprobe.harness.targets import target_for_server
 from reference_server.governance.profiles import PROFILES
 
 from .traces import REPO, events, manifest

@@ -1,4 +1,4 @@
-"""Harness pieces that need no server: pacing arithmetic, trace contract, plans, params."""
+"""Harness pieces that need no server: pacing arithmetic, trace contract, seeding, params."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from fleetprobe.client import Credential, Result, RetryPolicy, short_error
+from fleetprobe.client.pacing import Pacer
+from fleetprobe.drive.run import get_experiment
 from fleetprobe.experiments.provenance import ProvenanceParams, grade_chain, make_plan
-from fleetprobe.pacing import Pacer
-from fleetprobe.run import get_experiment
-from fleetprobe.runner import ParamsError, apply_override, parse_params
-from fleetprobe.targets import TargetError, TargetParams, live_target
-from fleetprobe.trace import SecretLeakError, Trace, phase_fields
+from fleetprobe.harness.experiment import ParamsError, apply_override, parse_params
+from fleetprobe.harness.targets import TargetError, TargetParams, live_target
+from fleetprobe.harness.trace import SecretLeakError, Trace, phase_fields
 
 
 def result(status: int | None) -> Result:
@@ -128,7 +128,7 @@ def test_manifest_starts_incomplete_and_ends_complete(tmp_path: Path) -> None:
     assert end["executed"] == {"chain": 1} and end["ended_at"]
 
 
-# -- plans and params --------------------------------------------------------------------
+# -- seeding and params ------------------------------------------------------------------
 
 
 def test_same_seed_same_plan_different_seed_different_writers() -> None:

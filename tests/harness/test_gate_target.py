@@ -12,7 +12,7 @@ import pytest
 from fleetprobe import load_params, run_experiment
 from fleetprobe.analysis.base import claims as verdict
 from fleetprobe.analysis.base.results import Results
-from fleetprobe.targets import TargetParams, live_target
+from fleetprobe.harness.targets import TargetParams, live_target
 from reference_server.launch.process import ReferenceServer
 
 from .traces import KEY_LIKE, REPO, events, manifest

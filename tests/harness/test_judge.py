@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleetprobe import judge, policy
 from fleetprobe.cli import main
-from fleetprobe.policy_file import PolicyFileError
+from fleetprobe.drive import judge
+from fleetprobe.oracle import policy
+from fleetprobe.oracle.policy_file import PolicyFileError
 
 from .traces import REPO
 

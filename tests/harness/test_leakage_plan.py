@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from fleetprobe.drive.run import get_experiment
 from fleetprobe.experiments.leakage import (
     ALL_VARIANTS,
     LeakageParams,
@@ -19,8 +20,7 @@ from fleetprobe.experiments.leakage import (
     search_body,
     search_returned,
 )
-from fleetprobe.run import get_experiment
-from fleetprobe.runner import ParamsError, parse_params
+from fleetprobe.harness.experiment import ParamsError, parse_params
 
 PAPER: dict[str, Any] = {"fleets": 4, "agents_per_fleet": 6}
 

@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from fleetprobe import load_params, run_experiment
-from fleetprobe.targets import target_for_server
+from fleetprobe.harness.targets import target_for_server
 from reference_server.launch.process import ReferenceServer, free_port
 
 from .traces import KEY_LIKE, REPO, events

@@ -61,8 +61,8 @@ import pytest  # noqa: E402
 
 from fleetprobe.analysis.base.db import run_label  # noqa: E402
 from fleetprobe.client import Credential  # noqa: E402
-from fleetprobe.runner import ClientParams, make_client  # noqa: E402
-from fleetprobe.targets import TargetError, TargetParams, live_target, preflight  # noqa: E402
+from fleetprobe.harness.experiment import ClientParams, make_client  # noqa: E402
+from fleetprobe.harness.targets import TargetError, TargetParams, live_target, preflight  # noqa: E402
 
 
 def test_the_three_credential_shapes_send_the_headers_memclaw_reads() -> None:

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from fleetprobe import cli, load_params, policy, run_experiment
+from fleetprobe import cli, load_params, run_experiment
 from fleetprobe.analysis.base import db
 from fleetprobe.analysis.sections import matrix as matrix_report
 from fleetprobe.experiments.matrix import check as matrix_check
-from fleetprobe.policy import ALLOW, DENY, MAY, Principal, Row
-from fleetprobe.targets import TargetParams, live_target, target_for_server
+from fleetprobe.harness.targets import TargetParams, live_target, target_for_server
+from fleetprobe.oracle import policy
+from fleetprobe.oracle.policy import ALLOW, DENY, MAY, Principal, Row
 from fleetprobe.world import target
 
 from .traces import KEY_LIKE, REPO, events, manifest

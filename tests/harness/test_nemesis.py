@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from fleetprobe.client import MemClawClient, RetryPolicy
-from fleetprobe.nemesis import (
+from fleetprobe.harness.nemesis import (
     REQUEST_HEADER,
     Attempt,
     Fault,
@@ -155,7 +155,7 @@ class FakeServer:
 
 
 def test_server_nemesis_kills_restarts_and_keeps_a_minimum_uptime() -> None:
-    from fleetprobe.nemesis import ServerNemesis
+    from fleetprobe.harness.nemesis import ServerNemesis
 
     server, rec = FakeServer(start_s=0.05), Recorder()
     nemesis = ServerNemesis(server, [0.0, 0.01], down_s=0.02, on_fault=rec.fault,
@@ -169,7 +169,7 @@ def test_server_nemesis_kills_restarts_and_keeps_a_minimum_uptime() -> None:
 
 
 def test_server_nemesis_stop_cancels_kills_not_yet_begun() -> None:
-    from fleetprobe.nemesis import ServerNemesis
+    from fleetprobe.harness.nemesis import ServerNemesis
 
     server, rec = FakeServer(), Recorder()
     nemesis = ServerNemesis(server, [30.0], down_s=0.0, on_fault=rec.fault)

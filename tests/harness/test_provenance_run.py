@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from fleetprobe import load_params, run_experiment
-from fleetprobe.runner import TargetUnavailable
-from fleetprobe.targets import Target, target_for_server
+from fleetprobe.harness.experiment import TargetUnavailable
+from fleetprobe.harness.targets import Target, target_for_server
 
 from .traces import REPO, events, manifest
 

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from fleetprobe.analysis.base.db import connect
-from fleetprobe.batch import load_plan
+from fleetprobe.drive.batch import load_plan
+from fleetprobe.harness.experiment import ParamsError
 from fleetprobe.reproduction import (
     RECORD,
     find_resumable,
@@ -19,7 +20,6 @@ from fleetprobe.reproduction import (
     reproduce,
     run_plan,
 )
-from fleetprobe.runner import ParamsError
 
 from .traces import REPO, events
 

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 
 from fleetprobe.client import Credential, MemClawClient, Result, RetryPolicy
-from fleetprobe.nemesis import REQUEST_HEADER, FaultRates, FaultSchedule, FaultTransport
-from fleetprobe.targets import Target
+from fleetprobe.harness.nemesis import REQUEST_HEADER, FaultRates, FaultSchedule, FaultTransport
+from fleetprobe.harness.targets import Target
 from fleetprobe.world.build import landed_first_attempt
 
 LOSE_FIRST_ANSWER = FaultRates(error_5xx_before=0, error_5xx_after=0, error_429=0,

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from fleetprobe import sweeps
-from fleetprobe.batch import PlannedRun, load_plan
+from fleetprobe.drive import sweeps
+from fleetprobe.drive.batch import PlannedRun, load_plan
+from fleetprobe.harness.experiment import ParamsError, apply_override, load_params
 from fleetprobe.reproduction import RECORD, LocalRuns, new_reproduction, promote, run_plan
-from fleetprobe.runner import ParamsError, apply_override, load_params
 
 from .traces import REPO
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fleetprobe.trace import read_event_lines
+from fleetprobe.harness.trace import read_event_lines
 
 REPO = Path(__file__).resolve().parents[2]
 KEY_LIKE = re.compile(r"mc_[A-Za-z0-9_-]{20,}")  # the server's keys: mc_ + 43 url-safe chars

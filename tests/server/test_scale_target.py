@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from fleetprobe import load_params, run_experiment
-from fleetprobe.targets import TargetParams, reference_target
+from fleetprobe.harness.targets import TargetParams, reference_target
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "params/smoke/leakage.yaml"
@@ -34,8 +34,8 @@ def judgements(run_dir: Path) -> Counter:
 
 
 def test_scale_params_validate() -> None:
-    from fleetprobe.run import get_experiment
-    from fleetprobe.runner import parse_params
+    from fleetprobe.drive.run import get_experiment
+    from fleetprobe.harness.experiment import parse_params
 
     for name in ("leakage", "propagation"):
         params = load_params(REPO / f"params/scale10x/{name}.yaml")

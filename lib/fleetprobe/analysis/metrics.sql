@@ -493,7 +493,7 @@ SELECT run_id, scenario, count(*) FILTER (WHERE detected) AS numerator,
        count(*) FILTER (WHERE both_admitted) AS both_admitted
 FROM contradiction_checks GROUP BY ALL;
 -- Faults (the workloads under injected faults, judged by the history checkers;
--- lib/fleetprobe/experiments/faults.py, lib/fleetprobe/checkers.py)
+-- lib/fleetprobe/experiments/faults.py, lib/fleetprobe/oracle/checkers.py)
 -- ---------------------------------------------------------------------------------------
 
 -- faults the nemesis injected, by kind and stage (a restart is the end of a kill, not a fault)
@@ -761,7 +761,7 @@ CREATE VIEW backend_not_applicable AS
 SELECT run_id, experiment, phase, count(*) AS n, any_value(not_applicable) AS reason
 FROM events WHERE not_applicable IS NOT NULL GROUP BY ALL;
 -- Governance matrix (beyond the paper: its section 10's adversarial matrix). Verdicts are
--- the checker's judgement of each probe against lib/fleetprobe/policy.py; paper_* paths are
+-- the checker's judgement of each probe against lib/fleetprobe/oracle/policy.py; paper_* paths are
 -- the paper's own probe design (7.1) at scale, judged by the paper's expectation.
 -- ---------------------------------------------------------------------------------------
 
@@ -1126,7 +1126,7 @@ FROM matrix_verdicts WHERE path NOT LIKE 'paper_%' AND NOT is_effect GROUP BY AL
 
 -- ---------------------------------------------------------------------------------------
 -- Dynamics (governance over time; not in the paper). Verdicts are the checker's judgement of
--- each probe by the timed policy (lib/fleetprobe/policy.py, Timeline: the policy at the
+-- each probe by the timed policy (lib/fleetprobe/oracle/policy.py, Timeline: the policy at the
 -- moment the server answered); `when` places an answer before, during (sent before the
 -- change's acknowledgement, answered after) or after the change; `since_change_ms` is its
 -- answer time minus the acknowledgement. Changes that forget a row: soft_delete*, expire.

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from fleetprobe import caches
+from fleetprobe.base import caches
 
 LOCKS = Path(__file__).resolve().parent / "locks"
 ENV_CACHE = "FLEETPROBE_BACKEND_CACHE"  # overrides ~/.cache/fleetprobe/backends

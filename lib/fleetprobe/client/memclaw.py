@@ -21,12 +21,12 @@ from tenacity import (
 )
 
 from fleetprobe.client.credentials import Credential
+from fleetprobe.client.pacing import PacerSet
 from fleetprobe.client.results import (
     Result,
     RetryPolicy,
     short_error,
 )
-from fleetprobe.pacing import PacerSet
 
 API = "/api/v1"
 

@@ -1,7 +1,7 @@
 """MemClaw's open-source engine as a target of the kit (docs/engine.md): found (source),
 built once into a cache (python, build), started on loopback with its PostgreSQL (postgres,
 services), as the user's instance or a run's own (instance), driven by `fleetprobe engine`
-(cli). It uses nothing of the harness above it; `fleetprobe.targets` uses it.
+(cli). It uses nothing of the harness above it; `fleetprobe.harness.targets` uses it.
 """
 
 from fleetprobe.engine.errors import EngineError

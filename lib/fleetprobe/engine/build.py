@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleetprobe import caches
+from fleetprobe.base import caches
 from fleetprobe.engine.errors import EngineError
 from fleetprobe.engine.python import find_python
 from fleetprobe.engine.source import SERVICES, EngineSource, extract

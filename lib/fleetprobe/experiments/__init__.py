@@ -1,5 +1,5 @@
 """One module per experiment. Importing this package imports every module in it, so a
-module that decorates its class with `fleetprobe.runner.register` is runnable by name
+module that decorates its class with `fleetprobe.harness.experiment.register` is runnable by name
 (`python -m fleetprobe run <name>`) without editing this file."""
 
 import importlib

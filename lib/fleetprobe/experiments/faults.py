@@ -2,7 +2,7 @@
 history checkers (a generator / client / nemesis / checker suite, in the manner of Jepsen).
 
 Workloads, run concurrently through a client whose transport injects faults
-(`fleetprobe.nemesis.FaultTransport`: added latency, 5xx and 429 answers, connection resets
+(`fleetprobe.harness.nemesis.FaultTransport`: added latency, 5xx and 429 answers, connection resets
 before the server sees a request or after it answered) while the nemesis kills the bundled
 server with SIGKILL and restarts it on the same database (`ServerNemesis`):
 
@@ -16,7 +16,7 @@ Every write carries an `Idempotency-Key` (from its request id), so a retry after
 answer must replay, not duplicate. Each acknowledged write is read back by id
 `read_delay_s` later. After the workloads the harness waits for detection to settle and
 audits every stored row with a client no fault touches. The checkers
-(`fleetprobe.checkers`) then judge the recorded events only: no acknowledged write lost,
+(`fleetprobe.oracle.checkers`) then judge the recorded events only: no acknowledged write lost,
 bounded staleness, an acyclic supersession graph with one active head per subject and
 predicate, no duplicate row per write, every chain link stored as written, every 5xx and
 reset accounted for.
@@ -34,19 +34,8 @@ from typing import Any
 import httpx
 from pydantic import Field
 
-from fleetprobe.checkers import check_all
 from fleetprobe.client import MemClawClient, Result, body_field
-from fleetprobe.nemesis import (
-    REQUEST_HEADER,
-    Attempt,
-    Fault,
-    FaultRates,
-    FaultSchedule,
-    FaultTransport,
-    ServerNemesis,
-)
-from fleetprobe.plans import rng, salted, scoped
-from fleetprobe.runner import (
+from fleetprobe.harness.experiment import (
     Checker,
     ClientParams,
     Experiment,
@@ -56,7 +45,18 @@ from fleetprobe.runner import (
     make_client,
     register,
 )
-from fleetprobe.trace import iso, utc_now
+from fleetprobe.harness.nemesis import (
+    REQUEST_HEADER,
+    Attempt,
+    Fault,
+    FaultRates,
+    FaultSchedule,
+    FaultTransport,
+    ServerNemesis,
+)
+from fleetprobe.harness.seeding import rng, salted, scoped
+from fleetprobe.harness.trace import iso, utc_now
+from fleetprobe.oracle.checkers import check_all
 
 # Single-valued in MemClaw's engine (its SINGLE_VALUE_PREDICATES), so supersession applies and
 # the one-active-head checker has something to judge; `owner` is multi-valued there.

@@ -23,8 +23,7 @@ from typing import Any
 from pydantic import Field
 
 from fleetprobe.client import body_field
-from fleetprobe.plans import Fleet, fleets, rng, salted, scoped
-from fleetprobe.runner import (
+from fleetprobe.harness.experiment import (
     Checker,
     ClientParams,
     Experiment,
@@ -33,6 +32,7 @@ from fleetprobe.runner import (
     RunContext,
     register,
 )
+from fleetprobe.harness.seeding import Fleet, fleets, rng, salted, scoped
 
 STEPS = ("observation", "hypothesis", "mitigation", "verification")
 TOPICS = (

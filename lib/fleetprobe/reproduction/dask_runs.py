@@ -34,10 +34,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from fleetprobe.batch import PlannedRun
+from fleetprobe.drive.batch import PlannedRun
+from fleetprobe.harness.experiment import load_params
+from fleetprobe.harness.trace import ENV_RUN_ID_REGISTRY
 from fleetprobe.reproduction.serial import WORKER_PRELOAD, attempt_log, keep_failed, land
-from fleetprobe.runner import load_params
-from fleetprobe.trace import ENV_RUN_ID_REGISTRY
 
 TOKEN_FILE = ".executor-token"
 EXECUTOR_PACKAGES = ("fleetprobe", "dask", "distributed", "httpx", "fastapi", "uvicorn")
@@ -86,8 +86,8 @@ def run_task(experiment: str, params: dict[str, Any], key: str, attempt: int,
     """One attempt, on a Dask worker. Never raises for the run's own failure (the reason and
     the worker's traceback come back as text, with what the attempt left): an exception out
     of here means the worker or the cluster failed, not the run."""
-    from fleetprobe.run import run_experiment
-    from fleetprobe.runner import describe_failure
+    from fleetprobe.drive.run import run_experiment
+    from fleetprobe.harness.experiment import describe_failure
 
     reproduction = Path(directory)
     try:

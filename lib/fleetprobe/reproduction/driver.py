@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from fleetprobe.batch import default_jobs, load_plan
+from fleetprobe.drive.batch import default_jobs, load_plan
 from fleetprobe.reproduction.outputs import EarlyNotebooks, build_outputs, canonical_notebooks
 from fleetprobe.reproduction.record import (
     CANONICAL,

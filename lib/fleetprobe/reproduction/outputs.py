@@ -12,12 +12,13 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from fleetprobe.batch import Plan, PlannedRun, default_jobs, run_process
+from fleetprobe.drive.batch import Plan, PlannedRun, default_jobs, run_process
 from fleetprobe.reproduction.record import CANONICAL, INDEX, RECORD, now, read_record, write_json
 
 
 def notebook_command(source: Path, output: Path, *parameters: str) -> list[str]:
-    return [sys.executable, "-m", "fleetprobe.notebooks", str(source), str(output), *parameters]
+    return [sys.executable, "-m", "fleetprobe.base.notebooks", str(source), str(output),
+            *parameters]
 
 
 class EarlyNotebooks:

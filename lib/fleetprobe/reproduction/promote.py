@@ -13,8 +13,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from fleetprobe.harness.experiment import ParamsError
 from fleetprobe.reproduction.record import CANONICAL, INDEX, RECORD, read_record, write_json
-from fleetprobe.runner import ParamsError
 
 
 def gzip_bytes(data: bytes) -> bytes:

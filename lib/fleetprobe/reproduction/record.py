@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fleetprobe.batch import Plan
-from fleetprobe.trace import git_commit
+from fleetprobe.drive.batch import Plan
+from fleetprobe.harness.trace import git_commit
 
 REPRODUCTIONS = Path("data/reproductions")
 CANONICAL = Path("data/traces")

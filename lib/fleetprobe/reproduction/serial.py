@@ -17,9 +17,9 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fleetprobe.batch import Outcome, Plan, PlannedRun, report_outcome, with_retry
+from fleetprobe.drive.batch import Outcome, Plan, PlannedRun, report_outcome, with_retry
+from fleetprobe.harness.trace import ENV_RUN_ID_REGISTRY
 from fleetprobe.reproduction.record import RECORD, read_record, write_json
-from fleetprobe.trace import ENV_RUN_ID_REGISTRY
 
 if TYPE_CHECKING:
     from fleetprobe.reproduction.outputs import EarlyNotebooks
@@ -47,7 +47,7 @@ class SharedServers:
         mode (one per backend x deployment x store x environment for the whole plan, each
         run in a tenant of its own: its start-up was a third of the plan's time); a bundled
         server only when `share_reference` (fast mode)."""
-        from fleetprobe.targets import TargetParams, backend_server, server_launch
+        from fleetprobe.harness.targets import TargetParams, backend_server, server_launch
         from reference_server.launch.process import ReferenceServer
 
         target = TargetParams.model_validate_json(key)
@@ -103,8 +103,8 @@ def _execute(experiment: str, params_file: str, settings: list[str],
     """One run (in a worker process, or this thread): its run directory, or RunFailed."""
     import traceback
 
-    from fleetprobe.run import run_experiment
-    from fleetprobe.runner import describe_failure, load_params
+    from fleetprobe.drive.run import run_experiment
+    from fleetprobe.harness.experiment import describe_failure, load_params
 
     os.environ.update(env or {})
     try:
@@ -115,7 +115,8 @@ def _execute(experiment: str, params_file: str, settings: list[str],
 
 # What a worker process needs imported before it forks: the harness, the experiments and the
 # per-run summary's analysis stack, so no run pays Python's start-up and imports again.
-WORKER_PRELOAD = ["fleetprobe.run", "fleetprobe.experiments", "fleetprobe.analysis.base.summary"]
+WORKER_PRELOAD = ["fleetprobe.drive.run", "fleetprobe.experiments",
+                  "fleetprobe.analysis.base.summary"]
 
 
 class WorkerProcesses:
@@ -215,7 +216,7 @@ class LocalRuns:
         work directory that moves to `runs/` when complete, or to `failed/` when not."""
         import traceback
 
-        from fleetprobe.runner import describe_failure
+        from fleetprobe.harness.experiment import describe_failure
 
         work = directory / "work" / run.key
         shutil.rmtree(work, ignore_errors=True)

@@ -19,9 +19,9 @@ from collections import defaultdict
 from typing import Any
 
 from fleetprobe.client import Credential, MemClawClient, Result, body_field, not_supported
-from fleetprobe.identities import registration_body
-from fleetprobe.plans import salted, scoped
-from fleetprobe.runner import RunContext
+from fleetprobe.harness.experiment import RunContext
+from fleetprobe.harness.identities import registration_body
+from fleetprobe.harness.seeding import salted, scoped
 from fleetprobe.world.answers import endpoint_absent
 from fleetprobe.world.census import read_agent
 from fleetprobe.world.moved import first_home, write_then_move

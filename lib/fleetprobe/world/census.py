@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fleetprobe import policy
 from fleetprobe.client import Result, body_field
-from fleetprobe.policy import Principal, Row
-from fleetprobe.runner import RunContext
+from fleetprobe.harness.experiment import RunContext
+from fleetprobe.oracle import policy
+from fleetprobe.oracle.policy import Principal, Row
 from fleetprobe.world.answers import endpoint_absent
 from fleetprobe.world.plan import PrincipalSpec
 from fleetprobe.world.wire import Wire, ids, note_unsupported, plan_fleet, wire, world

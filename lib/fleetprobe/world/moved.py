@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-from fleetprobe.plans import rng
-from fleetprobe.runner import RunContext
+from fleetprobe.harness.experiment import RunContext
+from fleetprobe.harness.seeding import rng
 from fleetprobe.world.plan import (
     CHANGE_PATHS,
     TRUSTS,

@@ -31,8 +31,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from fleetprobe.plans import rng, spelled
-from fleetprobe.policy import PATHS, VISIBILITIES
+from fleetprobe.harness.seeding import rng, spelled
+from fleetprobe.oracle.policy import PATHS, VISIBILITIES
 
 FLEET_NAMES = ("fleet-1", "fleet-10", "acme", "acme-corp", "fleet_1", "fleet%", "FLEET-1",
                "\u0430\u0441me")  # the last is Cyrillic a + es + Latin "me": looks like acme

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetprobe.client import Credential, Result, body_field
-from fleetprobe.plans import salted, scoped, spelled
-from fleetprobe.policy import PATHS
-from fleetprobe.runner import RunContext
+from fleetprobe.harness.experiment import RunContext
+from fleetprobe.harness.seeding import salted, scoped, spelled
+from fleetprobe.oracle.policy import PATHS
 from fleetprobe.world.answers import EXISTS
 from fleetprobe.world.plan import (
     PrincipalSpec,

@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from fleetprobe.runner import ClientParams, ExperimentParams, RunContext
-from fleetprobe.targets import TargetParams
+from fleetprobe.harness.experiment import ClientParams, ExperimentParams, RunContext
+from fleetprobe.harness.targets import TargetParams
 from fleetprobe.world.plan import ProbeSpec
 from fleetprobe.world.wire import Wire, world
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetprobe.client import Credential, Result, not_supported
-from fleetprobe.plans import scoped
-from fleetprobe.runner import RunContext
+from fleetprobe.harness.experiment import RunContext
+from fleetprobe.harness.seeding import scoped
 from fleetprobe.world.plan import RowSpec, World
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import duckdb
 
-from fleetprobe.labels import default_label
-from fleetprobe.trace import COMMON_FIELDS, EVENTS_FILES, events_file, phase_fields
+from fleetprobe.base.labels import default_label
+from fleetprobe.harness.trace import COMMON_FIELDS, EVENTS_FILES, events_file, phase_fields
 
 # metrics.sql stays at the package's face: the one file a reviewer audits every metric in
 METRICS_SQL = Path(__file__).resolve().parent.parent / "metrics.sql"

@@ -25,7 +25,7 @@ def run(source: Path, output: Path, parameters: dict[str, Any]) -> int | None:
     key = stamp.notebook_key(source, {**parameters, "notebooks": books})
     if output.is_file() and stamp.current(out_dir, key):
         return None
-    from fleetprobe import notebooks
+    from fleetprobe.base import notebooks
 
     status = notebooks.main([str(source), str(output), *(
         part for name, value in parameters.items() for part in ("-p", name, str(value)))])

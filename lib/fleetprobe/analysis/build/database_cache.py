@@ -23,9 +23,10 @@ from pathlib import Path
 
 import duckdb
 
-from fleetprobe import caches, labels, trace
 from fleetprobe.analysis.base import db
 from fleetprobe.analysis.build.store import cache_dir
+from fleetprobe.base import caches, labels
+from fleetprobe.harness import trace
 
 KEEP = 3  # about 40 MB each for the committed traces
 # Everything `db.write_database` reads besides the traces: a change to any of these files

@@ -20,8 +20,9 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-from fleetprobe import labels, trace
 from fleetprobe.analysis.sections import Registered
+from fleetprobe.base import labels
+from fleetprobe.harness import trace
 
 ANALYSIS = Path(__file__).resolve().parent.parent
 PACKAGE = "fleetprobe.analysis.sections"

@@ -25,7 +25,7 @@ def notebook_key(source: Path, parameters: Mapping[str, Any]) -> str:
     runs = inputs.Runs(Path(parameters.get("traces_root", "data/traces")))
     return inputs.digest(Path(source).read_bytes(), json.dumps(parameters, sort_keys=True),
                          inputs.environment(), inputs.tree_digest(
-                             [inputs.ANALYSIS, inputs.ANALYSIS.parent / "notebooks.py"],
+                             [inputs.ANALYSIS, inputs.ANALYSIS.parent / "base" / "notebooks.py"],
                              inputs.ANALYSIS.parent), inputs.shared_code(), runs.of(None))
 
 

@@ -9,7 +9,7 @@ import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleetprobe import caches
+from fleetprobe.base import caches
 
 if TYPE_CHECKING:  # the currency check `make report` starts imports none of the analysis
     from fleetprobe.analysis.base.section import SectionOutput

@@ -71,7 +71,8 @@ def faults_table(results: Results) -> Table:
         "workloads through a fault-injecting transport (5xx, 429, resets before and after the "
         "server answered, added latency) while the bundled server is killed with SIGKILL and "
         "restarted on the same database. Checkers judge the recorded events only "
-        "(fleetprobe.checkers); expected on every governed profile: nothing lost, all green.")
+        "(fleetprobe.oracle.checkers); "
+        "expected on every governed profile: nothing lost, all green.")
     return Table("faults", "Faults: injected faults, retries and history checkers per profile",
                  frame, note, VIEWS)
 

@@ -44,7 +44,7 @@ of its admitted rows shows `supersedes_id` set or a status other than `active`.
 
 from __future__ import annotations
 
-from fleetprobe.runner import Checker, Experiment, Phase, register
+from fleetprobe.harness.experiment import Checker, Experiment, Phase, register
 
 from .check import (  # noqa: F401 - the package's face
     REJECT_MESSAGES,

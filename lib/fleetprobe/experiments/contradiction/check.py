@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from fleetprobe.experiments.contradiction.plan import SCENARIOS
-from fleetprobe.runner import RunContext
+from fleetprobe.harness.experiment import RunContext
 
 
 def check_fact_runs(ctx: RunContext) -> None:

@@ -17,8 +17,8 @@ from fleetprobe.experiments.contradiction.plan import (
     stale_read_query,
     write_body,
 )
-from fleetprobe.plans import scoped
-from fleetprobe.runner import RunContext
+from fleetprobe.harness.experiment import RunContext
+from fleetprobe.harness.seeding import scoped
 
 
 async def upsert_subjects(ctx: RunContext) -> None:

@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from fleetprobe.plans import rng, salted, scoped, spelled
-from fleetprobe.runner import ExperimentParams
+from fleetprobe.harness.experiment import ExperimentParams
+from fleetprobe.harness.seeding import rng, salted, scoped, spelled
 
 EXPERIMENT = "contradiction"
 SCENARIOS = ("sequential", "concurrent")

@@ -7,7 +7,7 @@ lowered 3 -> 1 and 2 -> 0 or raised 1 -> 3, re-homed; a row soft-deleted, past i
 `expires_at`, redistributed; a bulk write in flight across an agent's deletion or a key's
 revocation), each while the world's probes run on every path that can still reach what
 changed, and after it. The checker (`check`) judges each answer by the policy at the moment
-the server gave it (`fleetprobe.policy.Timeline`).
+the server gave it (`fleetprobe.oracle.policy.Timeline`).
 """
 
 from fleetprobe.experiments.dynamics.check import judge, timeline_from

@@ -20,9 +20,9 @@ from fleetprobe.experiments.dynamics.timeline import (
     STALE_CHANGES,
     ChangeSpec,
 )
-from fleetprobe.plans import rng, salted, spelled
-from fleetprobe.runner import RunContext
-from fleetprobe.trace import iso, utc_now
+from fleetprobe.harness.experiment import RunContext
+from fleetprobe.harness.seeding import rng, salted, spelled
+from fleetprobe.harness.trace import iso, utc_now
 from fleetprobe.world.wire import Wire, fleet_id, plan_fleet
 
 

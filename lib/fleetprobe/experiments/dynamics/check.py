@@ -1,5 +1,6 @@
-"""The dynamics checker: every probe judged by the timed policy (`fleetprobe.policy.Timeline`)
-at the moment the server answered, from the recorded events only.
+"""The dynamics checker: every probe judged by the timed policy
+(`fleetprobe.oracle.policy.Timeline`) at the moment the server answered, from the recorded
+events only.
 
 The world before the first change is the census (`census_agent`, `census_row`, as the matrix
 records it; an expiring row's own `census_row` carries its `expires_at`). Each acknowledged
@@ -31,8 +32,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from fleetprobe import policy
-from fleetprobe.policy import ALLOW, DENY, Change, Principal, Row, Timeline
+from fleetprobe.oracle import policy
+from fleetprobe.oracle.policy import ALLOW, DENY, Change, Principal, Row, Timeline
 from fleetprobe.world.answers import endpoint_absent
 from fleetprobe.world.census import world_from
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from fleetprobe.client import Credential, Result, body_field
 from fleetprobe.experiments.dynamics.timeline import PREDICATE
-from fleetprobe.plans import salted, spelled
-from fleetprobe.runner import RunContext
+from fleetprobe.harness.experiment import RunContext
+from fleetprobe.harness.seeding import salted, spelled
 from fleetprobe.world.build import row_item
 from fleetprobe.world.plan import PrincipalSpec, ProbeSpec, RowSpec
 from fleetprobe.world.probes import Obs, Probe, ids, mid, tid

@@ -36,7 +36,7 @@ from fleetprobe.experiments.dynamics.timeline import (
     DynamicsPlan,
     make_plan,
 )
-from fleetprobe.runner import (
+from fleetprobe.harness.experiment import (
     Checker,
     ClientParams,
     Experiment,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from fleetprobe.plans import rng
+from fleetprobe.harness.seeding import rng
 from fleetprobe.world.plan import (
     PrincipalSpec,
     ProbeSpec,

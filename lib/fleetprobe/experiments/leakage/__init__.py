@@ -13,7 +13,7 @@ Three probe families, each judged only from what the server returned:
 - Table 3 (`agent_probe`): agents at trust 1 and 2 in fleet-0 GET a fleet-1 row, plus the
   trust-1 same-fleet control and the tenant key. An agent speaks through a self-provisioned
   agent key (managed gateway) or, on a self-hosted engine, through an asserted `X-Agent-ID`
-  after registering by writing as itself (`fleetprobe.identities`); the events and the
+  after registering by writing as itself (`fleetprobe.harness.identities`); the events and the
   manifest (`target.identity_mechanism`) say which.
 - remediation re-probe (`reprobe`, paper 9.1): per fleet a trust-1 and a trust-2 agent key,
   each GETs every fleet's target rows (paper: 4 fleets x 3 rows, 96 probes).
@@ -30,7 +30,7 @@ an answer). The experiment is registered here; its public names stay importable 
 
 from __future__ import annotations
 
-from fleetprobe.runner import Checker, Experiment, Phase, register
+from fleetprobe.harness.experiment import Checker, Experiment, Phase, register
 
 from .check import (  # noqa: F401 - the package's face
     answered,

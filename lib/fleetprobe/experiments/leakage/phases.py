@@ -8,9 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fleetprobe.client import Credential, Result, body_field
-from fleetprobe.identities import ASSERTED, PROVISIONED, register_asserted_agent
-from fleetprobe.plans import salted, scoped
-from fleetprobe.runner import RunContext
+from fleetprobe.harness.experiment import RunContext
+from fleetprobe.harness.identities import ASSERTED, PROVISIONED, register_asserted_agent
+from fleetprobe.harness.seeding import salted, scoped
 
 from .check import answered, get_returned, judge, search_returned
 from .plan import (

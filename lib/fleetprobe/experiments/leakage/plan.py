@@ -8,9 +8,9 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from fleetprobe import policy
-from fleetprobe.plans import rng
-from fleetprobe.runner import ExperimentParams
+from fleetprobe.harness.experiment import ExperimentParams
+from fleetprobe.harness.seeding import rng
+from fleetprobe.oracle import policy
 
 VariantWrite = Literal["fleet_id", "no_fleet"]
 VariantSearch = Literal["fleet_ids", "fleet_id_singular"]

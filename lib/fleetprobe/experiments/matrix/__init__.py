@@ -13,7 +13,7 @@ visibility and status, made on the target and read back by a census. This packag
    after probes that may change it, and control requests to ids that do not exist
    (existence oracles);
 3. `check`: one verdict per probe from the recorded events only, against the declarative
-   policy in `fleetprobe.policy`.
+   policy in `fleetprobe.oracle.policy`.
 
 Rate limits are lifted for this experiment on the bundled server (the client does not pace);
 the manifest's target entry records the limits the server reported. Optional paper-scale

@@ -4,7 +4,7 @@ It reads only what was observed: the principals' trust and home fleet (`census_a
 the target reported them, and `observe` after each probe that may change them), the rows'
 fleet, visibility, owner, status and deletion (`census_row`), each probe's outcome
 (`probe`, `observe`, `paper`) and the answers to probes of ids that do not exist
-(`control`), and judges every probe against `fleetprobe.policy` with the principal as the
+(`control`), and judges every probe against `fleetprobe.oracle.policy` with the principal as the
 target held it when it answered (a probe that re-homed or registered its own agent is judged
 as that agent afterwards: the engine changes the agent first, then answers). Verdicts:
 
@@ -29,8 +29,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fleetprobe import policy
-from fleetprobe.policy import ALLOW, DENY, Principal, Row
+from fleetprobe.oracle import policy
+from fleetprobe.oracle.policy import ALLOW, DENY, Principal, Row
 from fleetprobe.world.answers import EXISTS, endpoint_absent
 from fleetprobe.world.census import agent_state, world_from
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from fleetprobe.plans import rng
-from fleetprobe.policy import VISIBILITIES
+from fleetprobe.harness.seeding import rng
+from fleetprobe.oracle.policy import VISIBILITIES
 from fleetprobe.world.plan import (
     AWAY_PATHS,
     CHANGE_PATHS,

@@ -34,8 +34,7 @@ from fleetprobe.experiments.matrix.probe_plan import (
     paper_plan,
     random_probes,
 )
-from fleetprobe.plans import rng, salted, scoped
-from fleetprobe.runner import (
+from fleetprobe.harness.experiment import (
     Checker,
     ClientParams,
     Experiment,
@@ -44,6 +43,7 @@ from fleetprobe.runner import (
     RunContext,
     register,
 )
+from fleetprobe.harness.seeding import rng, salted, scoped
 from fleetprobe.world.build import (
     delete_rows,
     entities,

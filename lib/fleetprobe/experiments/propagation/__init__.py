@@ -22,7 +22,7 @@ Plan (seeded; the nonce salts content and canaries):
 Readers search as themselves: `reader_credential="agent"` gives each reader its own agent
 identity, a self-provisioned agent key on a managed gateway (the way the paper did) or, on a
 self-hosted engine (target auth `gate`/`headers`), an asserted `X-Agent-ID` after the reader
-registered by writing as itself (`fleetprobe.identities`); `"tenant"` uses the tenant
+registered by writing as itself (`fleetprobe.harness.identities`); `"tenant"` uses the tenant
 credential with the reader's fleet in `fleet_ids` and no `filter_agent_id` (an author filter
 that would hide the writer's rows); such readers are registered once by a search that names
 them (see `setup_readers`).
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from fleetprobe.runner import Checker, Experiment, Phase, register
+from fleetprobe.harness.experiment import Checker, Experiment, Phase, register
 
 from .check import (  # noqa: F401 - the package's face
     canary_seen,

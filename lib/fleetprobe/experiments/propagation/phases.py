@@ -22,9 +22,9 @@ from fleetprobe.experiments.propagation.plan import (
     wire_canary,
     write_body,
 )
-from fleetprobe.identities import ASSERTED, PROVISIONED, register_asserted_agent
-from fleetprobe.plans import scoped
-from fleetprobe.runner import RunContext
+from fleetprobe.harness.experiment import RunContext
+from fleetprobe.harness.identities import ASSERTED, PROVISIONED, register_asserted_agent
+from fleetprobe.harness.seeding import scoped
 
 
 @dataclass

@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from fleetprobe.plans import rng, salted, scoped
-from fleetprobe.runner import ExperimentParams
+from fleetprobe.harness.experiment import ExperimentParams
+from fleetprobe.harness.seeding import rng, salted, scoped
 
 EXPERIMENT = "propagation"
 ReaderCredential = Literal["agent", "tenant"]

@@ -40,7 +40,7 @@ from `fleetprobe.experiments.separation`.
 
 from __future__ import annotations
 
-from fleetprobe.runner import Checker, Experiment, Phase, register
+from fleetprobe.harness.experiment import Checker, Experiment, Phase, register
 
 from .check import (  # noqa: F401 - the package's face
     check_attribution,

@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from fleetprobe.runner import RunContext
+from fleetprobe.harness.experiment import RunContext
 
 from .plan import (
     DOMAIN_OF_FLEET,

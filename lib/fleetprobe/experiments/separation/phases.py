@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from fleetprobe.client import Credential, body_field
-from fleetprobe.plans import salted, scoped
-from fleetprobe.runner import RunContext
+from fleetprobe.harness.experiment import RunContext
+from fleetprobe.harness.seeding import salted, scoped
 
 from .check import written_by_id
 from .plan import (

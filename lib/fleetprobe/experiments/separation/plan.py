@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from fleetprobe.plans import rng
-from fleetprobe.runner import ExperimentParams
+from fleetprobe.harness.experiment import ExperimentParams
+from fleetprobe.harness.seeding import rng
 
 SALES, LEGAL, ORG = "fleet-sales", "fleet-legal", "fleet-org-shared"
 

@@ -31,7 +31,7 @@ from fleetprobe.analysis.sections.backends.world import (  # noqa: E402
     footnote,
     profile_runs,
 )
-from fleetprobe.policy import PATHS  # noqa: E402
+from fleetprobe.oracle.policy import PATHS  # noqa: E402
 
 # (metric view row, experiment, what it counts, the signal a governed store keeps low/high)
 METRICS: tuple[tuple[str, str, str], ...] = (

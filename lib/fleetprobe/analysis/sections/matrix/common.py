@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleetprobe.policy import PATHS
+from fleetprobe.oracle.policy import PATHS
 
 KEY, TITLE = "matrix", "Governance matrix"
 EXPERIMENTS = ("matrix",)

@@ -18,7 +18,7 @@ FOLDER = "matrix"
 INTRO = (
     "Every principal (tenant key; agent keys at trust 0-3 by relation to the row; another "
     "tenant) x every path, judged against the declarative policy in "
-    "`lib/fleetprobe/policy.py` (the paper's Inv-Scope). A gap: the path returned, "
+    "`lib/fleetprobe/oracle/policy.py` (the paper's Inv-Scope). A gap: the path returned, "
     "revealed or changed what the policy denies. A miss: a path that must return the row "
     "withheld it. Refused: a change the policy allows was refused (stricter, not a miss). "
     "Oracle: a denied probe whose answer tells that the row or key exists (it differs from "

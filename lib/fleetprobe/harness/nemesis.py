@@ -14,7 +14,7 @@ Two kinds, both bounded and loopback only:
   on the same database, port and keys.
 
 Every attempt the transport sees is reported (with its fault, if any) so the checkers can
-account for each 5xx and reset the harness observed (`fleetprobe.checkers`).
+account for each 5xx and reset the harness observed (`fleetprobe.oracle.checkers`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the analysis reads EVENTS.md through this module: no HTTP client for it
     from fleetprobe.client import Result
 
-EVENTS_MD = Path(__file__).with_name("EVENTS.md")
+EVENTS_MD = Path(__file__).parents[1] / "EVENTS.md"
 COMMON_FIELDS = (
     "run_id", "experiment", "seq", "ts", "phase", "op", "status", "latency_ms", "attempts",
     "error", "not_applicable",

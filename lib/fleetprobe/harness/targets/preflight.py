@@ -4,8 +4,8 @@ an error that says what to change."""
 from __future__ import annotations
 
 from fleetprobe.client import MemClawClient
-from fleetprobe.targets.params import ENV_KEY, ENV_TENANT, ENV_URL, TargetError
-from fleetprobe.targets.target import Target
+from fleetprobe.harness.targets.params import ENV_KEY, ENV_TENANT, ENV_URL, TargetError
+from fleetprobe.harness.targets.target import Target
 
 
 def credential_hint(auth: str, status: int | None, error: str | None) -> str:

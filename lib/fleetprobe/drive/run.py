@@ -3,9 +3,9 @@
     params -> plan (seed) -> trace dir -> target -> preflight -> phases (events)
            -> checkers (judge recorded events) -> manifest (complete) -> summary.csv
 
-This module sits above `runner` (what an experiment module is made of) and `experiments`
-(the modules, which register themselves with `runner.register` when the package is
-imported), so that the runner never imports the experiments built on it.
+This module sits above `harness.experiment` (what an experiment module is made of) and
+`experiments` (the modules, which register themselves with `experiment.register` when the
+package is imported), so that the experiment base never imports the experiments built on it.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetprobe.client import INTERRUPTED
-from fleetprobe.plans import new_nonce
-from fleetprobe.runner import (
+from fleetprobe.harness.experiment import (
     EXPERIMENTS,
     Experiment,
     ExperimentParams,
@@ -30,8 +29,9 @@ from fleetprobe.runner import (
     make_client,
     parse_params,
 )
-from fleetprobe.targets import Target, open_target, preflight
-from fleetprobe.trace import SecretLeakError, Trace
+from fleetprobe.harness.seeding import new_nonce
+from fleetprobe.harness.targets import Target, open_target, preflight
+from fleetprobe.harness.trace import SecretLeakError, Trace
 
 log = logging.getLogger("fleetprobe")
 

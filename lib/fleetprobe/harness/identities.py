@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetprobe.client import Credential, Result
-from fleetprobe.plans import salted
+from fleetprobe.harness.seeding import salted
 
 ASSERTED, PROVISIONED = "asserted", "provisioned"
 

@@ -1,5 +1,5 @@
-"""The governance policy as a data file (`fleetprobe/policy.yaml`, docs/judge.md): its
-format, its validation and its loading into the tables `fleetprobe.policy` looks up.
+"""The governance policy as a data file (`fleetprobe/oracle/policy.yaml`, docs/judge.md): its
+format, its validation and its loading into the tables `fleetprobe.oracle.policy` looks up.
 
 A user copies the default file, edits it and passes it to `fleetprobe judge RUN --policy
 FILE`; a file that is not a complete, well-typed policy is refused with the key that is

@@ -1,6 +1,6 @@
 """Execute a parameterized notebook quietly: papermill over an IPC kernel.
 
-    python -m fleetprobe.notebooks notebooks/report.ipynb reports/report.ipynb \
+    python -m fleetprobe.base.notebooks notebooks/report.ipynb reports/report.ipynb \
         -p traces_root data/traces -p out_dir reports
 
 The kernel talks over local IPC sockets rather than TCP on loopback (no "Kernel is running
@@ -85,7 +85,7 @@ def strip_timings(path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fleetprobe.notebooks",
+    parser = argparse.ArgumentParser(prog="python -m fleetprobe.base.notebooks",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("source")
     parser.add_argument("output")

@@ -10,7 +10,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from fleetprobe.client import Credential
-from fleetprobe.targets.params import (
+from fleetprobe.harness.targets.params import (
     ENV_KEY,
     ENV_SHARED_SERVERS,
     ENV_TENANT,
@@ -18,7 +18,7 @@ from fleetprobe.targets.params import (
     TargetError,
     TargetParams,
 )
-from fleetprobe.targets.target import Target
+from fleetprobe.harness.targets.target import Target
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """requirements.lock, pyproject.toml and environment.yml agree (`make lock` writes the last).
 
-    python -m fleetprobe.lockfile environment   # environment.yml from the lock
-    python -m fleetprobe.lockfile check         # every direct dependency locked, in range
+    python -m fleetprobe.base.lockfile environment   # environment.yml from the lock
+    python -m fleetprobe.base.lockfile check         # every direct dependency locked, in range
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LOCK = ROOT / "requirements.lock"
 PYPROJECT = ROOT / "pyproject.toml"
 ENVIRONMENT = ROOT / "environment.yml"

@@ -1,5 +1,5 @@
 """What every experiment shares: its params, the run context its phases and checkers get,
-the `Experiment` base class and the registry. `fleetprobe.run` runs one by name through the
+the `Experiment` base class and the registry. `fleetprobe.drive.run` runs one by name through the
 lifecycle (plan, trace, target, phases, checkers, manifest, summary).
 
 An experiment module supplies only a `Params` model, `make_plan`, `planned_counts`, its
@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tqdm import tqdm
 
 from fleetprobe.client import MemClawClient, Result, RetryPolicy
-from fleetprobe.targets import Target, TargetError, TargetParams
-from fleetprobe.trace import Trace
+from fleetprobe.harness.targets import Target, TargetError, TargetParams
+from fleetprobe.harness.trace import Trace
 
 log = logging.getLogger("fleetprobe")
 T = TypeVar("T")

@@ -3,7 +3,7 @@
 This is the paper's Inv-Scope (section 3) as the harness understands it, independent of any
 server's code: a principal reads a row only if its trust and fleet allow it; it changes a row
 only if it may read it and either holds trust 3 or owns it within its write scope; nothing
-crosses a tenant. The tables are data (`policy.yaml`, loaded by `fleetprobe.policy_file`)
+crosses a tenant. The tables are data (`policy.yaml`, loaded by `fleetprobe.oracle.policy_file`)
 and are the whole policy; the functions here only look them up in the active policy.
 
 Words used throughout:
@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from fleetprobe import policy_file
-from fleetprobe.policy_file import (  # noqa: F401 - the policy's face
+from fleetprobe.oracle import policy_file
+from fleetprobe.oracle.policy_file import (  # noqa: F401 - the policy's face
     AGENT_RELATIONS,
     DEFAULT_FILE,
     VISIBILITIES,
@@ -47,7 +47,6 @@ MAY: Decision = "may"
 DENY: Decision = "deny"
 
 RELATIONS = ("tenant", *AGENT_RELATIONS, "other_tenant")
-TRUST_LEVELS = (0, 1, 2, 3)
 
 # The tables (who may read, change, write, re-home; what each path promises) are data:
 # `policy.yaml` beside this module, loaded once. `active()` is the policy the functions below

@@ -13,7 +13,7 @@ which `reference_server.launch.process` bounds machine-wide (`FLEETPROBE_SERVER_
         set: ["seed=7"]                     # optional overrides
         notebook: true                      # execute notebooks/<experiment>.ipynb on this run
         fast: false                         # optional: leave this entry out of `--fast`
-        seeds: 1..5                         # optional sweep: one run per seed (fleetprobe.sweeps)
+        seeds: 1..5                         # optional sweep: one run per seed (drive.sweeps)
         sweep: {chains: [10, 50]}           # optional sweep of any param (product with seeds)
     seeds: [1, 2]                           # optional: default seeds/sweep for every entry
     fast:                                   # `--fast`: the plan's runs, rate limits lifted
@@ -38,9 +38,9 @@ from pathlib import Path
 
 import yaml
 
-from fleetprobe import sweeps
-from fleetprobe.run import get_experiment, registered_experiments
-from fleetprobe.runner import ParamsError, load_params, parse_params
+from fleetprobe.drive import sweeps
+from fleetprobe.drive.run import get_experiment, registered_experiments
+from fleetprobe.harness.experiment import ParamsError, load_params, parse_params
 
 ENV_JOBS = "JOBS"
 

@@ -27,7 +27,7 @@ for the bundled server its profile, for a live endpoint what its `/version` and 
 
 from __future__ import annotations
 
-from fleetprobe.labels import DEFAULT_EMBEDDER_NAMES, default_label  # noqa: F401 - re-exported
+from fleetprobe.base.labels import DEFAULT_EMBEDDER_NAMES, default_label  # noqa: F401 - re-exported
 
 from .openers import (  # noqa: F401 - the package's face
     backend_label,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fleetprobe.base.labels import default_label
 from fleetprobe.client import Credential
-from fleetprobe.labels import default_label
 
 
 @dataclass

@@ -3,7 +3,7 @@ requests and answers alone, with no server (docs/judge.md).
 
 Each experiment's judgements are pure functions of the history (the same functions the run
 used when it recorded them) and, for `matrix`, `dynamics` and `leakage`, of the policy
-(`fleetprobe.policy`, a data file). A judgement is either a field of the observation event
+(`fleetprobe.oracle.policy`, a data file). A judgement is either a field of the observation event
 itself (`inline`: e.g. a leakage probe's `expected`, `leak`, `miss`) or an event of its own
 derived from earlier ones (`derived`: e.g. a matrix `verdict`, a contradiction `check`), which
 is compared with the recorded one of the same phase at the same position. What a run
@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetprobe import checkers, policy
 from fleetprobe.experiments import contradiction, propagation, provenance
 from fleetprobe.experiments.dynamics import check as dynamics_check
 from fleetprobe.experiments.leakage import check as leakage_check
 from fleetprobe.experiments.leakage import plan as leakage_plan
 from fleetprobe.experiments.matrix import check as matrix_check
 from fleetprobe.experiments.separation import check as separation_check
-from fleetprobe.trace import JUDGEMENT_FIELDS, read_event_lines
+from fleetprobe.harness.trace import JUDGEMENT_FIELDS, read_event_lines
+from fleetprobe.oracle import checkers, policy
 
 Event = dict[str, Any]
 Derived = Callable[[list[Event], Mapping[str, Any]], dict[str, list[Event]]]
