@@ -140,7 +140,10 @@ def test_memclaw_keeps_writing_after_deletion_serves_expired_rows_and_reuses_ids
     assert int(reuse.numerator.sum()) > 0
     trust = [v for v in _verdicts(run_dir) if v["change"] == "trust_2_0"
              and v["when"] == "after"]
-    assert trust and all(v["verdict"] == "ok" for v in trust)  # trust drops apply at once
+    # trust drops apply at once, except on /recall: its identity is filter_agent_id alone at
+    # 045039f (recall_identity_filter_only), so the key's agent and its trust never govern it
+    assert trust and all(v["verdict"] == "ok" for v in trust if v["path"] != "recall")
+    assert {v["verdict"] for v in trust if v["path"] == "recall"} == {"leak"}
     assert "insight" in set(forget[forget.numerator > 0].path)  # it outlives its source
     stale = results.view("dynamics_stale")
     rdf = stale[stale.change == "supersede_rdf"]

@@ -780,12 +780,16 @@ SELECT * FROM matrix_events WHERE phase = 'probe';
 -- by matrix_seed_cells), then complete, then the largest
 CREATE VIEW matrix_canonical AS
 SELECT run_id, profile, target_kind, started_at FROM (
-    SELECT r.run_id, r.profile, r.target_kind, r.started_at,
-           row_number() OVER (PARTITION BY r.profile, r.target_kind
-                              ORDER BY coalesce(r.seed = h.seed, true) DESC, r.complete DESC,
-                                       r.n_events DESC, r.started_at DESC) AS rank
-    FROM runs r LEFT JOIN headline_seeds h USING (experiment)
-    WHERE r.experiment = 'matrix')
+    SELECT run_id, profile, target_kind, started_at,
+           -- the full-size runs (within 10% of the largest) before smaller ones, then the
+           -- latest of them: a refit's rerun replaces the run it repeats
+           row_number() OVER (PARTITION BY profile, target_kind
+                              ORDER BY headline DESC, complete DESC,
+                                       n_events >= 0.9 * largest DESC, started_at DESC) AS rank
+    FROM (SELECT r.*, coalesce(r.seed = h.seed, true) AS headline,
+                 max(r.n_events) OVER (PARTITION BY r.profile, r.target_kind) AS largest
+          FROM runs r LEFT JOIN headline_seeds h USING (experiment)
+          WHERE r.experiment = 'matrix'))
 WHERE rank = 1;
 
 -- heatmap cell: principal x path; n counts judged probes (n/a and errors apart)

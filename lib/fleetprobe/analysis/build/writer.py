@@ -11,7 +11,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-BUILD_FOLDERS = ("figures", "tables", "matrix")  # nothing else writes under these
+# nothing else writes under these: what no section gives any more goes (under figures/
+# only the figures, so a note a user keeps there stays)
+BUILD_FOLDERS: dict[str, tuple[str, ...] | None] = {
+    "figures": (".png", ".pdf", ".svg"), "tables": None, "matrix": None}
 
 
 def write(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
@@ -27,18 +30,20 @@ def write(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
         partial.write_bytes(data)
         os.replace(partial, path)
         changed.append(path)
-    for folder in BUILD_FOLDERS:
-        _remove_stale(out_dir, folder, files)
+    for folder, suffixes in BUILD_FOLDERS.items():
+        _remove_stale(out_dir, folder, files, suffixes)
     return changed
 
 
-def _remove_stale(out_dir: Path, folder: str, files: Mapping[str, bytes]) -> None:
+def _remove_stale(out_dir: Path, folder: str, files: Mapping[str, bytes],
+                  suffixes: tuple[str, ...] | None) -> None:
     root = out_dir / folder
     if not root.is_dir():
         return
     for path in sorted(root.rglob("*"), reverse=True):  # files before their folders
         name = path.relative_to(out_dir).as_posix()
-        if path.is_file() and name not in files:
+        if (path.is_file() and name not in files
+                and (suffixes is None or path.suffix in suffixes)):
             path.unlink()
         elif path.is_dir() and not any(path.iterdir()):
             path.rmdir()
