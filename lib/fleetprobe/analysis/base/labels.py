@@ -9,6 +9,7 @@ runs measure, each label in rows of its own, never merged with another.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -81,3 +82,16 @@ def path_family(path: str) -> str:
         if path.startswith(prefixes):
             return name
     return OTHER_FAMILY
+
+
+def describe_world(params: str | None, moved_agents: bool = False) -> str:
+    """A matrix world (its params as JSON) in a few words: tenants, fleets, random probes,
+    the paper's layout and, when asked, agents moved to another fleet after writing (worlds
+    recorded before `moved_agents` have none)."""
+    doc = json.loads(params or "{}")
+    text = (f"{doc.get('tenants', '?')} tenants x {doc.get('fleets', '?')} fleets, "
+            f"{doc.get('random_probes', '?')} random probes")
+    if doc.get("paper_fleets"):
+        text += (f", paper layout {doc['paper_fleets']} x "
+                 f"{doc.get('paper_agents_per_fleet', '?')}")
+    return text + (", moved agents" if moved_agents and doc.get("moved_agents") else "")

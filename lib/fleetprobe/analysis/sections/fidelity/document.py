@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from fleetprobe.analysis.base.labels import describe_world
 from fleetprobe.analysis.base.tables import markdown
-from fleetprobe.analysis.sections.fidelity.pairs import Pair, describe_world
+from fleetprobe.analysis.sections.fidelity.pairs import Pair
 
 TARGET_SHARE = 98.0  # the agreement a profile must reach on worlds it was not fitted on
 

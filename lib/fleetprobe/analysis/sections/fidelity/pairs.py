@@ -84,14 +84,3 @@ def pairs(runs: pd.DataFrame, experiment: str, profiles: dict[str, str],
     return sorted(latest.values(), key=lambda p: (order.index(p.profile), not p.fitted,
                                                   int(p.engine_run.seed or 0),
                                                   p.engine_run.run_id))
-
-
-def describe_world(params: str | None) -> str:
-    """A matrix world in a few words: fleets, tenants, random probes, the paper's layout."""
-    doc = json.loads(params or "{}")
-    text = (f"{doc.get('tenants', '?')} tenants x {doc.get('fleets', '?')} fleets, "
-            f"{doc.get('random_probes', '?')} random probes")
-    if doc.get("paper_fleets"):
-        text += (f", paper layout {doc['paper_fleets']} x "
-                 f"{doc.get('paper_agents_per_fleet', '?')}")
-    return text

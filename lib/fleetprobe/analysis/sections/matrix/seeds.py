@@ -12,12 +12,10 @@ and the 95% Wilson upper bound, beside the seed and world it was built on.
 
 from __future__ import annotations
 
-import json
-
 import duckdb
 import pandas as pd
 
-from fleetprobe.analysis.base.labels import path_family
+from fleetprobe.analysis.base.labels import describe_world, path_family
 from fleetprobe.analysis.base.stats import fmt_rate, rate
 from fleetprobe.analysis.base.tables import markdown, on_page
 from fleetprobe.analysis.sections.matrix.common import order
@@ -48,16 +46,8 @@ def load(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.DataFrame, pd
 
 
 def describe(world: str) -> str:
-    """A world in a few words: tenants, fleets, random probes, the paper's layout, and agents
-    moved to another fleet after writing (`moved_agents`; worlds recorded before it have
-    none)."""
-    doc = json.loads(world or "{}")
-    text = (f"{doc.get('tenants', '?')} tenants x {doc.get('fleets', '?')} fleets, "
-            f"{doc.get('random_probes', '?')} random probes")
-    if doc.get("paper_fleets"):
-        text += (f", paper layout {doc['paper_fleets']} x "
-                 f"{doc.get('paper_agents_per_fleet', '?')}")
-    return text + (", moved agents" if doc.get("moved_agents") else "")
+    """A world in a few words, its moved agents named (the spread's worlds differ by them)."""
+    return describe_world(world, moved_agents=True)
 
 
 def dimension(path: str) -> str:
