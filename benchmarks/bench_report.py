@@ -6,8 +6,10 @@
 - from a fresh clone (no kept section, database or stamp): <= 20 s.
 
 Each case runs what `make report` runs (`python -m fleetprobe.analysis.build` on the report
-notebook) on a scratch copy: a traces root of links to data/traces' runs (plus the new run)
-and a copy of reports/, with a report cache of its own, so the working tree is never touched.
+notebook, with the same relative paths) in a scratch copy of the repository's layout: a
+data/traces of links to the committed runs (plus the new run), links to the evidence beside
+them and a copy of reports/, with a report cache of its own, so the working tree is never
+touched and a build's bytes can be compared with the committed ones.
 Prints each wall time, the CPU seconds of every process it started (the notebook driver, the
 kernel, the section workers: this process adopts orphans as a child subreaper), the 1-minute
 load average before each run, and the median, min and max per case. Then checks that two
@@ -39,28 +41,46 @@ ENV_CACHE = "FLEETPROBE_REPORT_CACHE"  # fleetprobe.analysis.build.store
 NEW_RUN_OF = "20261202T073937Z-propagation-seed7"  # copied as the "one new run"
 
 
-def make_report(traces: Path, out: Path, cache: Path) -> tuple[float, float, float]:
-    """(wall s, CPU s of every process started, load average before) of one build."""
+def make_report(root: Path, cache: Path) -> tuple[float, float, float]:
+    """(wall s, CPU s of every process started, load average before) of one build in
+    `root`, a scratch copy of the repository's layout (`scratch_repo`), run from there with
+    the paths `make report` gives, so its bytes can be compared with the committed ones."""
     load = os.getloadavg()[0]
     before = _children_cpu()
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "fleetprobe.analysis.build", "notebooks/report.ipynb",
-                    str(out / "report.ipynb"), "-p", "traces_root", str(traces), "-p",
-                    "out_dir", str(out)], cwd=REPO, check=True, stdout=subprocess.DEVNULL,
+                    "reports/report.ipynb", "-p", "traces_root", "data/traces", "-p",
+                    "out_dir", "reports"], cwd=root, check=True, stdout=subprocess.DEVNULL,
                    env={**os.environ, ENV_CACHE: str(cache), "MPLBACKEND": "Agg"})
     wall = time.perf_counter() - started
     _reap_orphans()
     return wall, _children_cpu() - before, load
 
 
+def scratch_repo(root: Path) -> Path:
+    """`root` laid out as the repository for a build: a copy of reports/, the notebooks
+    linked, data/traces of hard links to the committed runs (`linked_traces`)."""
+    shutil.copytree(REPO / "reports", root / "reports")
+    (root / "notebooks").symlink_to(REPO / "notebooks", target_is_directory=True)
+    linked_traces(root / "data" / "traces")
+    return root
+
+
 def linked_traces(root: Path) -> Path:
+    """`root` (a `data/traces` under a scratch folder, so the pages' links to the traces
+    are the committed ones) holding hard links to the committed runs, with links to the
+    evidence the sections read beside the traces (data/scale, data/model-probes)."""
     root.mkdir(parents=True)
-    evidence = TRACES.parent / "scale"  # the scale section reads it beside the traces
-    if evidence.is_dir():
-        (root.parent / "scale").symlink_to(evidence, target_is_directory=True)
-    for run in sorted(TRACES.iterdir()):
-        if run.is_dir():
-            (root / run.name).symlink_to(run, target_is_directory=True)
+    for evidence in sorted(TRACES.parent.iterdir()):
+        if evidence.is_dir() and evidence != TRACES:
+            (root.parent / evidence.name).symlink_to(evidence, target_is_directory=True)
+    # hard links, not symbolic ones: a section resolves a run's path, and the page links it
+    # relative to reports/
+    for entry in sorted(TRACES.iterdir()):
+        if entry.is_dir():
+            shutil.copytree(entry, root / entry.name, copy_function=os.link)
+        else:
+            os.link(entry, root / entry.name)
     return root
 
 
@@ -84,24 +104,19 @@ def cases(runs: int, scratch: Path) -> dict[str, list[tuple[float, float, float]
     adopt_orphans()
     timings: dict[str, list[tuple[float, float, float]]] = {
         "fresh clone": [], "nothing changed": [], "one new run": []}
-    traces = linked_traces(scratch / "traces")
-    out = scratch / "reports"
     for i in range(runs):
-        shutil.rmtree(out, ignore_errors=True)
-        shutil.copytree(REPO / "reports", out)
+        root = scratch_repo(scratch / f"round-{i}")
         cache = scratch / f"cache-{i}"
         steps = [("fresh clone", None), ("nothing changed", None),
-                 ("one new run", lambda i=i: add_run(traces, i)), ("nothing changed", None)]
+                 ("one new run", lambda root=root, i=i: add_run(root / "data" / "traces", i)),
+                 ("nothing changed", None)]
         for case, change in steps:
             if change is not None:
                 change()
-            timings[case].append(make_report(traces, out, cache))
+            timings[case].append(make_report(root, cache))
             wall, cpu, load = timings[case][-1]
             print(f"#{i + 1} {case:<16} {wall:6.1f} s {cpu:6.1f} CPU-s (load average before "
                   f"{load:.2f})", flush=True)
-        for run in traces.iterdir():  # the next round starts from the committed traces
-            if not run.is_symlink():
-                shutil.rmtree(run)
     return timings
 
 
@@ -109,10 +124,9 @@ def deterministic(scratch: Path) -> None:
     """Two builds with nothing kept give the same bytes, and they are the committed ones."""
     outs = []
     for name in ("a", "b"):
-        out = scratch / f"det-{name}"
-        shutil.copytree(REPO / "reports", out)
-        make_report(TRACES, out, scratch / f"det-cache-{name}")
-        outs.append(out)
+        root = scratch_repo(scratch / f"det-{name}")
+        make_report(root, scratch / f"det-cache-{name}")
+        outs.append(root / "reports")
     diff = filecmp.dircmp(outs[0], outs[1])
     print("two fresh builds: " + ("the same bytes" if not _differs(diff) else "DIFFER"))
     changed = subprocess.run(["git", "diff", "--no-index", "--stat", str(REPO / "reports"),

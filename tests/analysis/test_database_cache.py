@@ -21,9 +21,9 @@ def count_loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     loads: list[Path] = []
     write = db.write_database
 
-    def counted(traces_root: Path, path: Path) -> None:
+    def counted(traces_root: Path, path: Path, parts: Path | None = None) -> None:
         loads.append(path)
-        write(traces_root, path)
+        write(traces_root, path, parts)
 
     monkeypatch.setattr(db, "write_database", counted)
     return loads
@@ -152,4 +152,50 @@ def test_builds_at_the_same_time_load_the_traces_once(traces, cache, tmp_path, m
         paths = list(pool.map(lambda i: database_cache.database(traces, tmp_path / str(i)),
                               range(3)))
     assert len(loads) == 1 and len(set(paths)) == 1
-    assert sorted(p.name for p in cache.iterdir()) == [".lock", paths[0].name]
+    assert sorted(p.name for p in cache.iterdir()) == [".lock", database_cache.PARTS,
+                                                        paths[0].name]
+
+
+def parts_of(cache: Path) -> set[str]:
+    return {p.name for p in (cache / database_cache.PARTS).rglob("events-*.duckdb")}
+
+
+def test_a_new_run_parses_its_own_experiment_alone(traces, cache, tmp_path):
+    """Each experiment's events are a part database of their own: after a new run, the next
+    database makes one new part (that run's experiment) and attaches the others it had."""
+    first = database_cache.database(traces, tmp_path)
+    before = parts_of(cache)
+    experiments = {db.read_manifest(d)["experiment"] for d in db.run_dirs(traces)}
+    assert len(before) == len(experiments) > 1
+    run = next(d for d in db.run_dirs(traces) if db.read_manifest(d)["experiment"] == "leakage")
+    copy = Path(shutil.copytree(run, traces / f"{run.name}-again"))
+    second = database_cache.database(traces, tmp_path)
+    assert second != first and len(parts_of(cache) - before) == 1
+    count = "SELECT count(*) FROM leakage_events WHERE run_dir = ?"
+    with db.open_database(first) as old, db.open_database(second) as new:
+        rows = old.execute(count, [run.name]).fetchone()[0]
+        assert rows > 0 and new.execute(count, [copy.name]).fetchone()[0] == rows
+        assert old.execute(count, [copy.name]).fetchone()[0] == 0
+        assert new.execute("SELECT count(*) FROM runs").fetchone()[0] == len(
+            db.run_dirs(traces))
+    shutil.rmtree(copy)
+    assert database_cache.database(traces, tmp_path) == first  # kept, with its parts
+
+
+def test_a_database_whose_part_is_gone_is_made_again(traces, cache, tmp_path):
+    path = database_cache.database(traces, tmp_path)
+    victim = sorted((cache / database_cache.PARTS).rglob("events-*.duckdb"))[0]
+    victim.unlink()
+    assert database_cache.database(traces, tmp_path) == path and victim.is_file()
+
+
+def test_parts_no_kept_database_attaches_are_removed(traces, cache, tmp_path):
+    database_cache.database(traces, tmp_path)
+    stray = next((cache / database_cache.PARTS).iterdir()) / "events-stray.duckdb"
+    stray.write_bytes(b"")
+    old_loader = cache / database_cache.PARTS / ("0" * 32)
+    old_loader.mkdir()
+    (old_loader / "events-old.duckdb").write_bytes(b"")
+    kept = parts_of(cache) - {"events-stray.duckdb", "events-old.duckdb"}
+    database_cache.evict(cache)
+    assert parts_of(cache) == kept and not old_loader.exists()

@@ -12,6 +12,11 @@ not.
 The cache is `$FLEETPROBE_REPORT_CACHE`, else ~/.cache/fleetprobe/report (XDG_CACHE_HOME is
 honoured); `FLEETPROBE_REPORT_CACHE=off` loads the traces into the build's scratch directory
 every time. The `KEEP` most recently used databases are kept.
+
+The events of each experiment's runs are a database of their own under `parts/<loader
+hash>/`, attached by every database made from the same runs (`db.load_into`): after a new
+run, the next database parses that experiment's runs alone. A part is kept while a kept
+database attaches it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from fleetprobe.base import caches, labels
 from fleetprobe.harness import trace
 
 KEEP = 3  # about 40 MB each for the committed traces
+# each experiment's events, parsed once per set of runs (`db.load_into`'s `parts`), under
+# the loader's hash
+PARTS = "parts"
 # Everything `db.write_database` reads besides the traces: a change to any of these files
 # changes what a database holds, so they are part of its name
 # (tests/analysis/test_database_cache.py checks that db's imports are all here).
@@ -59,8 +67,10 @@ def database(traces_root: Path, scratch: Path) -> Path:
             stale.unlink(missing_ok=True)
         # written beside its final name and renamed: nothing opens a half-written database
         partial = root / f".{path.name}.{os.getpid()}.partial"
+        parts = root / PARTS / loader_key()
         try:
-            _write(traces_root, partial)
+            parts.mkdir(parents=True, exist_ok=True)
+            db.write_database(traces_root, partial, parts)  # it attaches `parts`
             os.replace(partial, path)
         finally:
             for leftover in (partial, partial.with_name(partial.name + ".wal")):
@@ -69,11 +79,21 @@ def database(traces_root: Path, scratch: Path) -> Path:
     return path
 
 
-def traces_key(traces_root: Path) -> str:
-    """A hash of every input of `db.write_database` for these traces."""
+def loader_key() -> str:
+    """A hash of the loader: DuckDB's version and LOADER_SOURCES."""
+    return _loader_digest().hexdigest()[:32]
+
+
+def _loader_digest() -> hashlib._Hash:
     digest = hashlib.sha256(f"duckdb {duckdb.__version__}\n".encode())
     for source in LOADER_SOURCES:
         _add_file(digest, source.name, source)
+    return digest
+
+
+def traces_key(traces_root: Path) -> str:
+    """A hash of every input of `db.write_database` for these traces."""
+    digest = _loader_digest()
     for run_dir in db.run_dirs(traces_root):
         for name in RUN_FILES:
             _add_file(digest, f"{run_dir.name}/{name}", run_dir / name)
@@ -90,7 +110,10 @@ def _add_file(digest: hashlib._Hash, name: str, path: Path) -> None:
 
 
 def _write(traces_root: Path, path: Path) -> Path:
-    db.write_database(traces_root, path)
+    """A database with no cache to keep it: its parts beside it, for this build."""
+    parts = path.with_name(PARTS)
+    parts.mkdir(exist_ok=True)
+    db.write_database(traces_root, path, parts)
     return path
 
 
@@ -103,14 +126,38 @@ def _usable(path: Path) -> bool:
         db.open_database(path).close()
     except duckdb.Error:
         return False
+    if not all(part.is_file() for part in _parts(path)):
+        return False  # a part it attaches was removed
     os.utime(path)  # kept longest by `evict`
     return True
 
 
 def evict(root: Path) -> None:
-    """Keep the KEEP most recently used databases."""
-    for stale in list(_by_recency(root))[KEEP:]:
+    """Keep the KEEP most recently used databases and the parts they attach."""
+    kept = list(_by_recency(root))
+    for stale in kept[KEEP:]:
         stale.unlink(missing_ok=True)
+    used = {part for path in kept[:KEEP] for part in _parts(path)}
+    for folder in (root / PARTS).glob("*"):
+        for part in folder.glob("events-*.duckdb"):
+            if part not in used:
+                part.unlink(missing_ok=True)
+        if not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def _parts(path: Path) -> set[Path]:
+    """The part databases a database attaches (none for one holding its own events)."""
+    try:
+        con = duckdb.connect(str(path), read_only=True)  # not attaching what may be gone
+    except duckdb.Error:
+        return set()
+    try:
+        return {Path(p) for (p,) in con.execute("SELECT path FROM event_parts").fetchall()}
+    except duckdb.CatalogException:
+        return set()
+    finally:
+        con.close()
 
 
 def _by_recency(root: Path) -> Iterator[Path]:
