@@ -200,9 +200,10 @@ def fig2_leakage_envelope(results: Results, out_dir: Path) -> FigureOutput:
         axd[key].axis("off")  # a path the runs did not probe
     legend_ax = axd["legend"]
     legend_ax.axis("off")
-    legend_ax.add_artist(legend_ax.legend(handles, labels, title="profile (panels a, b)",
-                                          loc="upper left", frameon=False, fontsize=8,
-                                          ncol=2 if len(labels) > 6 else 1))
+    # the profile legend alone fills its cell (30-odd labels); panel (c)'s stays inside (c),
+    # whose bars leave the upper half empty
+    legend_ax.legend(handles, labels, title="profile (panels a, b)", loc="center left",
+                     frameon=False, fontsize=8, ncol=2 if len(labels) > 6 else 1)
     if variants.empty:
         axd["c"].axis("off")
     else:
@@ -214,8 +215,8 @@ def fig2_leakage_envelope(results: Results, out_dir: Path) -> FigureOutput:
                ylabel="rate (95% Wilson CI)", ylim=(0, 1.18))
         handles, labels = ax.get_legend_handles_labels()
         ax.get_legend().remove()
-        legend_ax.legend(handles, labels, title="secret write x probe search (panel c)",
-                         loc="lower left", frameon=False, fontsize=8)
+        ax.legend(handles, labels, title="secret write x probe search", loc="upper center",
+                  frameon=False, fontsize=8, ncol=2)
     for key in ("a", "b", "c"):
         axd[key].tick_params(axis="x", labelsize=10)
     caption = ("Rates over the probes expected to be denied (exposure, leak) or allowed (miss); "

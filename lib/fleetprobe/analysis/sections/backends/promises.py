@@ -96,6 +96,10 @@ def verdict_tables(results: Results, traces_root: Path | None, world: str = ""
             "bug; what the adapter's mapping of tenants, default scopes and agent rows makes "
             "is named as such. Per row the columns sum to `all gaps` (checked against "
             "backend_matrix_counts).")
+    unjudged = sorted(set(PROMISES["backends"]) - set(rows.backend))
+    if unjudged:  # a promise written down, no matrix run to judge by it
+        note += (" No governance-matrix run, so no verdicts here: " + ", ".join(unjudged)
+                 + " (docs/backends.md says why and what its other runs measured).")
     bases = (rows.assign(verdict=rows.promise_verdict.map(VERDICTS),
                          basis=[basis_text(b, s) for b, s in zip(rows.backend, rows.basis,
                                                                    strict=True)])
@@ -157,7 +161,8 @@ def verdicts_figure(rows: pd.DataFrame, out_dir: Path, world: str = ""
     ax.set_xlabel("governance-matrix gaps (canonical run)", fontsize=8)
     ax.set_title("Backend gaps by verdict: only red is a bug against the backend's own promise",
                  fontsize=9)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(counts.columns))
+    # one column under the axes: three in a row ran past the figure's right edge
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08))
     fig.tight_layout()
     footnote(fig, world)
     return _save_png(fig, out_dir, "backends_verdicts", dpi=150), ""
