@@ -82,10 +82,11 @@ def build(context: Context) -> SectionOutput:
             return finish(SectionOutput(KEY, TITLE, NOT_YET), context)
         rows, cells, diffs = [], [], []
         for pair in matrix_pairs:
-            flaky = order_dependent(results.con, pair.profile_run.run_id,
+            answers = probe_answers(results.con, pair.profile_run.run_id)
+            flaky = order_dependent(results.con, answers,
                                     repeats(results.runs, pair.profile_run, pair.profile))
-            c, d = compare_cells(probe_answers(results.con, pair.profile_run.run_id),
-                                 probe_answers(results.con, pair.engine_run.run_id), flaky)
+            c, d = compare_cells(answers, probe_answers(results.con, pair.engine_run.run_id),
+                                 flaky)
             key = {"pair": pair.name, "seed": int(pair.engine_run.seed or 0),
                    "fitted": "fitted" if pair.fitted else "held out"}
             rows.append(run_row(pair, c, d))

@@ -25,11 +25,12 @@ def repeats(runs: pd.DataFrame, profile_run: pd.Series, profile: str) -> list[st
                   if same_world(r.params, profile_run.params, profile))
 
 
-def order_dependent(con: duckdb.DuckDBPyConnection, profile_run: str,
+def order_dependent(con: duckdb.DuckDBPyConnection, profile_answers: pd.DataFrame,
                     others: list[str]) -> set[str]:
-    """Probes whose verdict differs between two runs of the profile itself (same world):
-    their answer depends on the order concurrent probes landed in, not on the target."""
-    base = probe_answers(con, profile_run).set_index("probe_id").verdict
+    """Probes whose verdict differs between two runs of the profile itself (same world; the
+    first run's `probe_answers` given): their answer depends on the order concurrent probes
+    landed in, not on the target."""
+    base = profile_answers.set_index("probe_id").verdict
     found: set[str] = set()
     for other in others:
         again = probe_answers(con, other).set_index("probe_id").verdict
@@ -132,26 +133,34 @@ def compare_cells(profile: pd.DataFrame, engine: pd.DataFrame, flaky: set[str] |
                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(cells, differing probes): every cell with its verdict and agreement, and every probe
     whose verdicts differ with both answers and the reason."""
-    races = racing(profile)
-    p_by, e_by = (_by_probe(f) for f in (profile, engine))
-    probes = sorted(set(p_by) | set(e_by))
-    rows, diffs = [], []
-    for probe in probes:
-        p, e = p_by.get(probe), e_by.get(probe)
-        key = p if p is not None else e
-        cell = (key.path, key.principal, key.visibility if isinstance(key.visibility, str)
-                else "-")
-        same = (p is not None and e is not None and p.verdict == e.verdict)
-        rows.append((*cell, probe, same, _verdict(p), _verdict(e)))
-        if not same:
-            diffs.append({"path": cell[0], "principal": cell[1], "visibility": cell[2],
-                          "probe": probe, "profile": answer(p), "engine": answer(e),
-                          "reason": reason(p, e, probe in (flaky or set()),
-                                           races.get(probe))})
-    frame = pd.DataFrame(rows, columns=["path", "principal", "visibility", "probe", "same",
-                                        "profile verdict", "engine verdict"])
-    # a column summed per cell, not a Python function called per cell
     keys = ["path", "principal", "visibility"]
+    # every probe of either side in one frame (probe ids sorted), its cell from the profile's
+    # row where there is one; row objects only for the few that differ
+    sides = [f.drop_duplicates("probe_id").set_index("probe_id")[[*keys, "verdict"]]
+             for f in (profile, engine)]
+    both = sides[0].join(sides[1], how="outer", lsuffix="_p", rsuffix="_e", sort=True)
+    present = [both.index.isin(side.index) for side in sides]
+    cell = {k: both[f"{k}_p"].where(present[0], both[f"{k}_e"]) for k in keys}
+    verdicts = [both[f"verdict_{x}"].astype(str).where(present[i], "none")
+                for i, x in enumerate("pe")]
+    same = present[0] & present[1] & (both.verdict_p == both.verdict_e).to_numpy()
+    frame = pd.DataFrame({
+        "path": cell["path"], "principal": cell["principal"],
+        "visibility": [v if isinstance(v, str) else "-" for v in cell["visibility"]],
+        "probe": both.index, "same": same, "profile verdict": verdicts[0],
+        "engine verdict": verdicts[1]}).reset_index(drop=True)
+    races = racing(profile)
+    differing = list(frame.probe[~frame.same])
+    p_by, e_by = (_by_probe(f[f.probe_id.isin(differing)]) for f in (profile, engine))
+    diffs = []
+    for row in frame[~frame.same].itertuples(index=False):
+        p, e = p_by.get(row.probe), e_by.get(row.probe)
+        diffs.append({"path": row.path, "principal": row.principal,
+                      "visibility": row.visibility, "probe": row.probe,
+                      "profile": answer(p), "engine": answer(e),
+                      "reason": reason(p, e, row.probe in (flaky or set()),
+                                       races.get(row.probe))})
+    # a column summed per cell, not a Python function called per cell
     cells = (frame.assign(_differs=~frame.same)
              .groupby(keys, sort=True)
              .agg(probes=("probe", "size"), differing=("_differs", "sum"))
@@ -164,10 +173,6 @@ def compare_cells(profile: pd.DataFrame, engine: pd.DataFrame, flaky: set[str] |
         cells = cells.merge(joined.reset_index(), on=keys, how="left")
     return cells, pd.DataFrame(diffs, columns=["path", "principal", "visibility", "probe",
                                                "profile", "engine", "reason"])
-
-
-def _verdict(row: Any | None) -> str:
-    return "none" if row is None else str(row.verdict)
 
 
 def _by_probe(answers: pd.DataFrame) -> dict[str, SimpleNamespace]:
