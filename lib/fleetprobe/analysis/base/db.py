@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from fleetprobe.base.labels import default_label
+from fleetprobe.analysis.base.manifests import load_runs, read_manifest
 from fleetprobe.harness.trace import COMMON_FIELDS, EVENTS_FILES, events_file, phase_fields
 
 # metrics.sql stays at the package's face: the one file a reviewer audits every metric in
@@ -66,33 +66,6 @@ def event_columns(experiment: str | None = None) -> dict[str, str]:
         for fields in phases.values():
             names.extend(f for f in fields if f not in names)
     return {name: FIELD_TYPES.get(name, "VARCHAR") for name in names}
-
-
-RUN_COLUMNS: dict[str, str] = {
-    "run_id": "VARCHAR",
-    "experiment": "VARCHAR",
-    "profile": "VARCHAR",
-    "target_kind": "VARCHAR",
-    "server_version": "VARCHAR",
-    "base_url": "VARCHAR",
-    "latency_simulated": "BOOLEAN",
-    "seed": "BIGINT",
-    "complete": "BOOLEAN",
-    "incomplete_reason": "VARCHAR",
-    "started_at": "VARCHAR",
-    "ended_at": "VARCHAR",
-    "params": "VARCHAR",
-    "planned": "VARCHAR",
-    "executed": "VARCHAR",
-    "has_manifest": "BOOLEAN",
-    "engine_commit": "VARCHAR",
-    # the kit's own commit the run was made from (a spread over seeds names it per run)
-    "kit_commit": "VARCHAR",
-    "packages": "VARCHAR",
-    # JSON lists: what the run skipped ({probe, reason}) and could not do (reasons)
-    "skipped": "VARCHAR",
-    "shortfalls": "VARCHAR",
-}
 
 
 def run_dirs(traces_root: Path) -> list[Path]:
@@ -198,7 +171,7 @@ def load_into(con: duckdb.DuckDBPyConnection, traces_root: Path,
         if parts is None:  # filled below, while the metric views are bound
             con.execute(f"CREATE TABLE {table} ({_column_list(event_columns(experiment))})")
     _event_views(con, groups)
-    _load_runs(con, manifests)
+    load_runs(con, manifests)
     _load_promise_rules(con)
     _load_headline_seeds(con)
     if parts is not None:
@@ -332,20 +305,6 @@ def _drop_unreadable(con: duckdb.DuckDBPyConnection, table: str) -> None:
     con.execute(f"UPDATE {table} SET run_id = run_dir WHERE run_id IS NULL")
 
 
-def _load_runs(con: duckdb.DuckDBPyConnection, manifests: list[dict]) -> None:
-    # imported here: `make report` starts a process that only checks the database cache,
-    # and pandas is two thirds of its start-up
-    import pandas as pd
-
-    frame = pd.DataFrame(manifests, columns=list(RUN_COLUMNS))
-    columns = ", ".join(f'"{name}" {kind}' for name, kind in RUN_COLUMNS.items())
-    con.execute(f"CREATE TABLE manifests ({columns})")
-    if not frame.empty:
-        con.register("manifest_frame", frame)
-        con.execute("INSERT INTO manifests SELECT * FROM manifest_frame")
-        con.unregister("manifest_frame")
-
-
 def _load_promise_rules(con: duckdb.DuckDBPyConnection) -> None:
     """`backend_promise_rules`: the catalogue's verdict rules, numbered in file order (the
     first that matches a gap decides it)."""
@@ -373,56 +332,3 @@ def _load_headline_seeds(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE TABLE headline_seeds (experiment VARCHAR, seed BIGINT)")
     if rows:
         con.executemany("INSERT INTO headline_seeds VALUES (?, ?)", rows)
-
-
-def read_manifest(run_dir: Path) -> dict:
-    """The manifest fields the analysis keys on; a missing or unreadable manifest gives nulls."""
-    path = Path(run_dir) / "manifest.json"
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError):
-        manifest = None
-    if not isinstance(manifest, dict):
-        return {"run_id": Path(run_dir).name, "complete": False, "has_manifest": False,
-                "incomplete_reason": "manifest.json missing or unreadable"}
-    target = manifest.get("target") or {}
-    return {
-        "run_id": manifest.get("run_id") or Path(run_dir).name,
-        "experiment": manifest.get("experiment"),
-        # the run's target label: every table keeps labels apart and the verdict judges each
-        "profile": run_label(target),
-        "target_kind": target.get("kind"),
-        "server_version": _as_text(target.get("server_version")),
-        "base_url": target.get("base_url"),
-        "latency_simulated": target.get("latency_simulated"),
-        "seed": manifest.get("seed"),
-        "complete": bool(manifest.get("complete")),
-        "incomplete_reason": manifest.get("incomplete_reason"),
-        "started_at": manifest.get("started_at"),
-        "ended_at": manifest.get("ended_at"),
-        "params": json.dumps(manifest.get("params") or {}, sort_keys=True),
-        "planned": json.dumps(manifest.get("planned") or {}, sort_keys=True),
-        "executed": json.dumps(manifest.get("executed") or {}, sort_keys=True),
-        "has_manifest": True,
-        "engine_commit": (target.get("engine") or {}).get("commit"),
-        "kit_commit": manifest.get("git_commit"),
-        "packages": json.dumps(manifest.get("packages") or {}, sort_keys=True),
-        "skipped": json.dumps(manifest.get("skipped") or []),
-        "shortfalls": json.dumps(manifest.get("shortfalls") or []),
-    }
-
-
-def run_label(target: dict) -> str | None:
-    """The manifest's `target.label`; for runs recorded before labels existed, the label the
-    harness would give them (bundled server: its profile; live: version and host)."""
-    if target.get("label"):
-        return str(target["label"])
-    if not target:
-        return None
-    return default_label(target.get("kind"), target.get("server_profile"),
-                         _as_text(target.get("server_version")), target.get("base_url"),
-                         target.get("embedder"))
-
-
-def _as_text(value: object) -> str | None:
-    return None if value is None else str(value)

@@ -4,8 +4,8 @@ Loading the committed traces into the database the sections read is the largest 
 of a build, and sections are remade far more often than a trace changes (after each edit of a
 section or a view). So the database `db.write_database` writes is kept in a cache directory
 under a name that is a hash of everything it is made from: each run's directory name,
-manifest and events bytes, the loader's own source (db.py, trace.py, labels.py, metrics.sql,
-EVENTS.md) and DuckDB's version. A changed byte in any of them names another file, so a
+manifest and events bytes, the loader's own source (db.py, manifests.py, trace.py, labels.py,
+metrics.sql, EVENTS.md) and DuckDB's version. A changed byte in any of them names another file, so a
 cached database is never stale, and the same traces give the same report bytes, cached or
 not.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import duckdb
 
-from fleetprobe.analysis.base import db
+from fleetprobe.analysis.base import db, manifests
 from fleetprobe.analysis.build.store import cache_dir
 from fleetprobe.base import caches, labels
 from fleetprobe.harness import trace
@@ -40,8 +40,9 @@ PARTS = "parts"
 # Everything `db.write_database` reads besides the traces: a change to any of these files
 # changes what a database holds, so they are part of its name
 # (tests/analysis/test_database_cache.py checks that db's imports are all here).
-LOADER_SOURCES = (Path(db.__file__), Path(trace.__file__), Path(labels.__file__),
-                  db.METRICS_SQL, db.PROMISES, db.PAPER_VALUES, trace.EVENTS_MD)
+LOADER_SOURCES = (Path(db.__file__), Path(manifests.__file__), Path(trace.__file__),
+                  Path(labels.__file__), db.METRICS_SQL, db.PROMISES, db.PAPER_VALUES,
+                  trace.EVENTS_MD)
 RUN_FILES = ("manifest.json", *trace.EVENTS_FILES)
 
 
