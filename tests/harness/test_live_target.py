@@ -59,7 +59,7 @@ import asyncio  # noqa: E402
 
 import pytest  # noqa: E402
 
-from fleetprobe.analysis.base.db import run_label  # noqa: E402
+from fleetprobe.analysis.base.manifests import run_label  # noqa: E402
 from fleetprobe.client import Credential  # noqa: E402
 from fleetprobe.harness.experiment import ClientParams, make_client  # noqa: E402
 from fleetprobe.harness.targets import TargetError, TargetParams, live_target, preflight  # noqa: E402

@@ -138,7 +138,7 @@ def compare_cells(profile: pd.DataFrame, engine: pd.DataFrame, flaky: set[str] |
     # row where there is one; row objects only for the few that differ
     sides = [f.drop_duplicates("probe_id").set_index("probe_id")[[*keys, "verdict"]]
              for f in (profile, engine)]
-    both = sides[0].join(sides[1], how="outer", lsuffix="_p", rsuffix="_e", sort=True)
+    both = sides[0].add_suffix("_p").join(sides[1].add_suffix("_e"), how="outer", sort=True)
     present = [both.index.isin(side.index) for side in sides]
     cell = {k: both[f"{k}_p"].where(present[0], both[f"{k}_e"]) for k in keys}
     verdicts = [both[f"verdict_{x}"].astype(str).where(present[i], "none")
