@@ -36,7 +36,7 @@ READ_PREFIXES = ("search", "list", "recall")
 def gap_class_counts(results: Results, run_ids: list[str]) -> pd.DataFrame:
     """backend_gap_class_counts for these runs: run_id, profile, cause_rank, cause, gaps."""
     return results.con.execute(
-        "SELECT * FROM backend_gap_class_counts WHERE run_id IN (SELECT unnest(?::VARCHAR[])) "
+        "SELECT * FROM backend_gap_class_counts WHERE list_contains(?::VARCHAR[], run_id) "
         "ORDER BY run_id, cause_rank", [run_ids]).df()
 
 

@@ -87,7 +87,7 @@ def _matrix_probes(results: Results, run_ids: list[str]) -> pd.DataFrame:
     if not run_ids:
         return pd.DataFrame()
     return results.con.execute(
-        "SELECT * FROM backend_matrix_attribution WHERE run_id IN (SELECT unnest(?::VARCHAR[])) "
+        "SELECT * FROM backend_matrix_attribution WHERE list_contains(?::VARCHAR[], run_id) "
         "ORDER BY run_id, probe_id", [run_ids]).df()
 
 

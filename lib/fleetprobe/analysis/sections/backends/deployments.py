@@ -51,7 +51,7 @@ def judged_probes(results: Results, traces_root: Path | None,
     probes["gap"] = probes.verdict == "gap"
     verdicts = results.con.execute(
         "SELECT run_id, probe_id, promise_verdict FROM backend_promise_verdicts "
-        "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(runs.run_id)]).df()
+        "WHERE list_contains(?::VARCHAR[], run_id)", [list(runs.run_id)]).df()
     return probes.merge(verdicts, on=["run_id", "probe_id"], how="left")
 
 

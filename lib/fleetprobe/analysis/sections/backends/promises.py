@@ -53,7 +53,7 @@ def verdict_rows(results: Results, traces_root: Path | None) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame()
     frame = results.con.execute(
-        "SELECT * FROM backend_promise_verdicts WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+        "SELECT * FROM backend_promise_verdicts WHERE list_contains(?::VARCHAR[], run_id)",
         [list(runs.run_id)]).df()
     info = pd.DataFrame([{"run_id": r, **target_info(traces_root, r)} for r in runs.run_id])
     return frame.drop(columns=["backend", "deployment"]).merge(info, on="run_id")
@@ -175,7 +175,7 @@ SELECT v.run_id, v.label, v.backend, v.path, v.principal, v.fleets, v.row_fleet,
 FROM (SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY NOT (starts_with(path, 'search')
              OR starts_with(path, 'list')), probe_id) AS rank
       FROM backend_promise_verdicts
-      WHERE promise_verdict = 'breaks_promise' AND run_id IN (SELECT unnest(?::VARCHAR[]))) v
+      WHERE promise_verdict = 'breaks_promise' AND list_contains(?::VARCHAR[], run_id)) v
 JOIN events p ON p.run_id = v.run_id AND p.phase = 'probe' AND p.probe_id = v.probe_id
 LEFT JOIN (SELECT DISTINCT run_id, row_key, owner FROM events WHERE phase = 'census_row') c
        ON c.run_id = v.run_id AND c.row_key = p.row_key

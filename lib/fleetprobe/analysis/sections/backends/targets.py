@@ -274,12 +274,12 @@ WITH leaks AS (
                                        coalesce(variant_search, '') = 'fleet_ids' DESC, seq)
                AS rank
     FROM events
-    WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND leak
+    WHERE list_contains(?::VARCHAR[], run_id) AND leak
       AND phase IN ('probe', 'agent_probe', 'reprobe')
 ), writes AS (
     SELECT run_id, secret_id, secret_scope, writer_agent, writer_fleet, variant_write,
            row_number() OVER (PARTITION BY run_id, secret_id ORDER BY seq) AS rank
-    FROM events WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND phase = 'write'
+    FROM events WHERE list_contains(?::VARCHAR[], run_id) AND phase = 'write'
 )
 SELECT l.* EXCLUDE (rank), w.secret_scope, w.writer_agent, w.writer_fleet, w.variant_write,
        w.rank IS NOT NULL AS written
