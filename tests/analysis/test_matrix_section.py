@@ -12,7 +12,7 @@ import pytest
 
 from fleetprobe.analysis.base import db
 from fleetprobe.analysis.sections import matrix
-from fleetprobe.analysis.sections.matrix import figure
+from fleetprobe.analysis.sections.matrix import common, figure
 from fleetprobe.oracle.policy import PATHS
 
 from .fixtures.builders import matrix_reworked, write_run
@@ -137,11 +137,11 @@ def test_heatmap_grids_sum_each_family_with_its_n():
     cells = _cells({"hardened": {("t1 own", "get"): (4, 1, 0), ("t1 own", "list"): (0, 0, 2)},
                     "naive": {("t1 own", "get"): (2, 1, 0), ("t2 own", "get"): (3, 3, 1)}})
     gaps, n, misses = figure.heatmap_grids(cells, ["hardened", "naive"])
-    read, listed = figure.FAMILIES.index("read by id"), figure.FAMILIES.index("list")
-    assert gaps.shape == n.shape == misses.shape == (2, len(figure.FAMILIES))
+    read, listed = common.FAMILIES.index("read by id"), common.FAMILIES.index("list")
+    assert gaps.shape == n.shape == misses.shape == (2, len(common.FAMILIES))
     assert (gaps[0, read], n[0, read]) == (1, 4) and (gaps[1, read], n[1, read]) == (4, 5)
     assert misses[0, listed] == 2 and misses[1, read] == 1
-    assert figure.cell_text(4, 5, 1) == "4/5 +1m" and figure.cell_text(0, 0, 0) == "-"
+    assert common.cell_text(4, 5, 1) == "4/5 +1m" and common.cell_text(0, 0, 0) == "-"
 
 
 def test_heatmap_is_one_png_a_row_per_target_at_page_width():
@@ -151,9 +151,9 @@ def test_heatmap_is_one_png_a_row_per_target_at_page_width():
     whos, paths = list(matrix.PRINCIPALS[:3]), list(matrix.PATH_ORDER[:5])
     cells = _cells({t: {(w, p): (2, i % 3, 0) for w in whos for p in paths}
                     for i, t in enumerate(targets)})
-    image = Image.open(io.BytesIO(matrix.heatmap(cells)))
+    image = Image.open(io.BytesIO(figure.heatmap(cells)))
     dpi = figure.HEATMAP_DPI
-    width = figure.LEFT + figure.CELL_W * len(figure.FAMILIES) + figure.RIGHT
+    width = figure.LEFT + figure.CELL_W * len(common.FAMILIES) + figure.RIGHT
     assert image.width == round(width * dpi) and width <= 10  # a page's width, no wider
     assert image.height == round((figure.TOP + figure.CELL_H * len(targets)
                                   + figure.BOTTOM) * dpi)

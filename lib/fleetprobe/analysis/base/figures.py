@@ -20,7 +20,6 @@ import io
 import math
 import textwrap
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -37,6 +36,7 @@ from PIL import Image  # noqa: E402
 
 from fleetprobe.analysis.base.labels import latency_comparable  # noqa: E402
 from fleetprobe.analysis.base.results import PROFILES, Results  # noqa: E402
+from fleetprobe.analysis.base.section import FigureOutput  # noqa: E402
 
 PAPER_STATE = "memclaw-2026-05-30"
 # The paper's figures are saved as PNG (the page and the notebooks show it) and PDF (vector,
@@ -78,18 +78,6 @@ def n_by_group(frame: pd.DataFrame, groups: list[str], label: str) -> str:
             f"{k}: {'/'.join(str(n) for n in sorted(v))}" for k, v in sorted(apart.items())
         ) + ")"
     return text
-
-
-@dataclass
-class FigureOutput:
-    name: str
-    title: str
-    paths: list[Path] = field(default_factory=list)
-    note: str = ""
-    caption: str = ""
-    views: tuple[str, ...] = ()  # the metric views of metrics.sql the figure draws
-    # the rendered files, by path under the output directory (the build's writer writes them)
-    files: dict[str, bytes] = field(default_factory=dict, repr=False)
 
 
 @contextlib.contextmanager

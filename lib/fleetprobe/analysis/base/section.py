@@ -16,16 +16,28 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fleetprobe.analysis.base import db, html
 from fleetprobe.analysis.base.results import Results, load_paper_values
 from fleetprobe.analysis.base.tables import Table
 
-if TYPE_CHECKING:  # matplotlib is for the sections' processes, not the composing one
-    from fleetprobe.analysis.base.figures import FigureOutput
-
 REPRODUCTION = "REPRODUCTION.md"
+
+
+@dataclass
+class FigureOutput:
+    """A drawn figure as a value. It lives here, not beside the drawing in `figures`, so the
+    composing process unpickles a kept section without importing matplotlib (about 1 s)."""
+
+    name: str
+    title: str
+    paths: list[Path] = field(default_factory=list)
+    note: str = ""
+    caption: str = ""
+    views: tuple[str, ...] = ()  # the metric views of metrics.sql the figure draws
+    # the rendered files, by path under the output directory (the build's writer writes them)
+    files: dict[str, bytes] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ hash means unchanged bytes.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import sys
 import uuid
@@ -85,17 +84,17 @@ def shared_code() -> str:
     return tree_digest([*(ANALYSIS / p for p in SHARED_CODE), *loader], ANALYSIS.parent)
 
 
-def module_code(name: str) -> str:
-    """A section module's source, found without importing it (a package: every file). A
-    module with no source file (made at run time) is never the same: never kept."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except ValueError:  # in sys.modules without a spec
-        spec = None
-    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+def module_code(module: str) -> str:
+    """A section module's source (a package: every file), found by its path under sections/
+    and never imported: `find_spec` of a dotted name imports its parent package (for
+    `backends.model_probes`, the backends section with pandas and matplotlib, about 1 s of a
+    one-new-run build). A module with no source file there (made at run time) is never the
+    same: never kept."""
+    path = ANALYSIS.joinpath("sections", *module.split("."))
+    found = [p for p in (path, path.with_suffix(".py")) if p.is_dir() or p.is_file()]
+    if not found:
         return uuid.uuid4().hex
-    path = Path(spec.origin)
-    return tree_digest([path.parent if path.name == "__init__.py" else path], ANALYSIS.parent)
+    return tree_digest(found[:1], ANALYSIS.parent)
 
 
 class Runs:
@@ -138,5 +137,5 @@ def section_key(section: Registered, runs: Runs, traces_root: Path, parameters: 
     """The hash of everything a registered section's output is made from."""
     extra = [Path(traces_root).parent / name for name in section.files]
     return digest(section.module, environment(), shared_code(),
-                  module_code(f"{PACKAGE}.{section.module}"), runs.of(section.experiments),
+                  module_code(section.module), runs.of(section.experiments),
                   parameters, *(f"{p}:{file_digest(p)}" for p in extra))

@@ -62,6 +62,7 @@ def outputs(context: Context, keys: Sequence[str], jobs: int | None = None,
 
 def _make(context: Context, keys: list[str], jobs: int | None) -> dict[str, SectionOutput]:
     jobs = min(jobs or os.cpu_count() or 1, len(keys))
+    processes = workers.start() if jobs > 1 else None
     with tempfile.TemporaryDirectory(prefix="fleetprobe-report-") as scratch:
         database = database_cache.database(context.traces_root, Path(scratch))
         context = replace(context, database=database)
@@ -69,7 +70,7 @@ def _make(context: Context, keys: list[str], jobs: int | None) -> dict[str, Sect
             return {key: build_section(key, context) for key in keys}
         rank = {k: i for i, k in enumerate(LONGEST_FIRST)}
         order = sorted(keys, key=lambda k: rank.get(k, len(rank)))
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=workers.context()) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=processes) as pool:
             futures = {key: pool.submit(build_section, key, context) for key in order}
             return {key: futures[key].result() for key in keys}
 

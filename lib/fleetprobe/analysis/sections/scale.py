@@ -25,7 +25,7 @@ from fleetprobe.analysis.base.section import REPRODUCTION, Context, Fragment, Se
 from fleetprobe.analysis.base.tables import Table
 
 if TYPE_CHECKING:  # matplotlib loads only when the figure is drawn
-    from fleetprobe.analysis.base.figures import FigureOutput
+    from fleetprobe.analysis.base.section import FigureOutput
 
 KEY, TITLE = "scale", "Scale (10x)"
 

@@ -15,17 +15,11 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from fleetprobe.analysis.base.figures import PNG_ONLY, FigureOutput, save, style  # noqa: E402
-from fleetprobe.analysis.base.section import Context, SectionOutput, finish  # noqa: E402
-from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate  # noqa: E402
-from fleetprobe.analysis.base.tables import Table, latex, markdown  # noqa: E402
+from fleetprobe.analysis.base.section import Context, FigureOutput, SectionOutput, finish
+from fleetprobe.analysis.base.stats import Rate, fmt_rate, rate
+from fleetprobe.analysis.base.tables import Table, latex, markdown
 
 KEY, TITLE = "separation", "Separation"
 EXPERIMENTS = ("separation",)
@@ -176,6 +170,12 @@ def summary_table(con, runs: pd.DataFrame) -> pd.DataFrame:
 
 def draw_figure(frame: pd.DataFrame, out_dir: Path) -> FigureOutput:
     """Bars per target within each top_k group, with Wilson whiskers; a zero bar says 0."""
+    # matplotlib in the section's process only: the notebook's kernel imports this module for
+    # `show` and unpickles SeparationSection without drawing
+    import matplotlib.pyplot as plt
+
+    from fleetprobe.analysis.base.figures import PNG_ONLY, save, style
+
     targets = sorted(frame.target.unique())
     ks = sorted(frame.top_k.unique())
     width = 0.8 / max(len(targets), 1)

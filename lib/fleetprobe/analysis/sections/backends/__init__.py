@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from fleetprobe.analysis.base.figures import FigureOutput
-from fleetprobe.analysis.base.section import Context, SectionOutput, finish
+from fleetprobe.analysis.base.section import Context, FigureOutput, SectionOutput, finish
 from fleetprobe.analysis.base.tables import Table
 from fleetprobe.analysis.sections.backends.attribution import (
     _check_classes,

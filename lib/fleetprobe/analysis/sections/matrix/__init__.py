@@ -20,13 +20,13 @@ import duckdb
 import pandas as pd
 
 from fleetprobe.analysis.base.catalogues import catalogue as prose
-from fleetprobe.analysis.base.figures import FigureOutput
-from fleetprobe.analysis.base.section import Context, SectionOutput, finish
+from fleetprobe.analysis.base.section import Context, FigureOutput, SectionOutput, finish
 from fleetprobe.analysis.base.stats import rate
 from fleetprobe.analysis.base.tables import Table
 from fleetprobe.analysis.sections.matrix import pages, seeds
 from fleetprobe.analysis.sections.matrix.common import (
     EXPERIMENTS,
+    HEATMAP_FILE,
     KEY,
     NO_RUNS,
     PATH_ORDER,
@@ -38,10 +38,6 @@ from fleetprobe.analysis.sections.matrix.common import (
     _label,
 )
 from fleetprobe.analysis.sections.matrix.common import order as _order
-from fleetprobe.analysis.sections.matrix.figure import (
-    HEATMAP_FILE,
-    heatmap,
-)
 
 # The prose of the gap catalogue (matrix_catalogue.yaml): a minimal HTTP reproduction and a
 # mechanism per path, and why a backend does what the matrix found, per path family.
@@ -279,6 +275,10 @@ def write(con: duckdb.DuckDBPyConnection) -> MatrixSection:
             row.target, row.drop("target"), cells[cells.target == row.target], lists,
             readable)
         for _, row in summ.iterrows()}
+    # drawn in the section's process only: the composing one unpickles MatrixSection
+    # without importing matplotlib
+    from fleetprobe.analysis.sections.matrix.figure import heatmap
+
     return MatrixSection(text, tables, [], summ, cat, heatmap(cells), target_pages)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fleetprobe.analysis.base.labels import OTHER_FAMILY, PATH_FAMILIES
 from fleetprobe.oracle.policy import PATHS
 
 KEY, TITLE = "matrix", "Governance matrix"
@@ -26,6 +27,10 @@ RELATIONS = ("own", "same_fleet", "other_fleet", "null_fleet", "homeless")
 PRINCIPALS = ("tenant key", *(f"t{t} {rel}" for t in range(4) for rel in RELATIONS),
               *(f"unregistered {rel}" for rel in RELATIONS), "other tenant")
 PATH_ORDER = tuple(PATHS)
+# the heatmap's columns and file (PNG only: the page and the notebook show it, nothing reads a
+# PDF of it); here, not in `figure`, so the tables and pages need no matplotlib
+FAMILIES = (*(name for name, _ in PATH_FAMILIES), OTHER_FAMILY)
+HEATMAP_FILE = "matrix_heatmap.png"
 PROFILE_ORDER = ("memclaw-2026-05-30", "memclaw-2026-05-31", "proposed", "hardened", "naive",
                  "memclaw-2.29")
 
@@ -38,3 +43,11 @@ def _label(profile: str | None, target_kind: str | None) -> str:
 def order(labels: list[str]) -> list[str]:
     rank = {p: i for i, p in enumerate(PROFILE_ORDER)}
     return sorted(labels, key=lambda s: (rank.get(s, len(rank)), s))
+
+
+def cell_text(gaps: int, n: int, misses: int) -> str:
+    """A heatmap or grid cell: `gaps/n` (and `+k m` for misses); `-` where nothing was
+    judged."""
+    if n == 0:
+        return "-"
+    return f"{gaps}/{n}" + (f" +{misses}m" if misses else "")

@@ -16,17 +16,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from fleetprobe.analysis.base.figures import png_bytes  # noqa: E402
-from fleetprobe.analysis.base.labels import OTHER_FAMILY, PATH_FAMILIES, path_family  # noqa: E402
-from fleetprobe.analysis.sections.matrix.common import order  # noqa: E402
+from fleetprobe.analysis.base.labels import path_family  # noqa: E402
+from fleetprobe.analysis.sections.matrix.common import FAMILIES, cell_text, order  # noqa: E402
 
-FAMILIES = (*(name for name, _ in PATH_FAMILIES), OTHER_FAMILY)
 # geometry in inches: a cell, the target labels' margin, the family labels' band, the title
 CELL_W, CELL_H = 0.78, 0.2
 LEFT, RIGHT, TOP, BOTTOM = 3.3, 0.2, 0.75, 0.55
 HEATMAP_DPI = 120
 TEXT_SIZE = 6
-# PNG only: the page and the notebook show it, nothing reads a PDF of it
-HEATMAP_FILE = "matrix_heatmap.png"
 
 
 def heatmap_grids(cells: pd.DataFrame, targets: list[str]
@@ -40,13 +37,6 @@ def heatmap_grids(cells: pd.DataFrame, targets: list[str]
     gaps, n, misses = (sums[c].to_numpy(dtype=int).reshape(shape)
                        for c in ("gaps", "n", "misses"))
     return gaps, n, misses
-
-
-def cell_text(gaps: int, n: int, misses: int) -> str:
-    """`gaps/n` (and `+k m` for misses); `-` where nothing was judged."""
-    if n == 0:
-        return "-"
-    return f"{gaps}/{n}" + (f" +{misses}m" if misses else "")
 
 
 def heatmap(cells: pd.DataFrame) -> bytes:

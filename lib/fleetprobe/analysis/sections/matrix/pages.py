@@ -11,8 +11,14 @@ import pandas as pd
 
 from fleetprobe.analysis.base.labels import path_family
 from fleetprobe.analysis.base.tables import PAGE_LIMIT, _slug, markdown, on_page
-from fleetprobe.analysis.sections.matrix.common import PATH_ORDER, PRINCIPALS, order
-from fleetprobe.analysis.sections.matrix.figure import FAMILIES, HEATMAP_FILE, cell_text
+from fleetprobe.analysis.sections.matrix.common import (
+    FAMILIES,
+    HEATMAP_FILE,
+    PATH_ORDER,
+    PRINCIPALS,
+    cell_text,
+    order,
+)
 
 FOLDER = "matrix"
 INTRO = (

@@ -18,8 +18,7 @@ import pandas as pd
 from fleetprobe.analysis.base.labels import describe_world, path_family
 from fleetprobe.analysis.base.stats import fmt_rate, rate
 from fleetprobe.analysis.base.tables import markdown, on_page
-from fleetprobe.analysis.sections.matrix.common import order
-from fleetprobe.analysis.sections.matrix.figure import FAMILIES
+from fleetprobe.analysis.sections.matrix.common import FAMILIES, order
 
 SPREAD, ZERO = "matrix_seed_spread", "matrix_hardened_zero"
 SPREAD_VIEWS, ZERO_VIEWS = ("matrix_seed_cells",), ("matrix_seed_totals",)
