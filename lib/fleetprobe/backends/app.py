@@ -85,7 +85,7 @@ class AdapterState:
     async def _call(self, fn: Any, *args: Any) -> Any:
         try:
             return await asyncio.to_thread(fn, *args)
-        except ValueError as exc:  # the backend refused this input (Refused, its own
+        except ValueError as exc:  # the backend refused this input (its own
             # validation): 422 in the envelope, nothing written
             raise ApiError(422, f"{self.backend.name} refused the request: {exc}") from exc
         except Denied as exc:  # the backend's own access control denied the caller

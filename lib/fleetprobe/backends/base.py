@@ -25,11 +25,6 @@ class Denied(PermissionError):
     403 in MemClaw's envelope with the backend's reason, nothing written."""
 
 
-class Refused(ValueError):
-    """The backend refused the request's input (e.g. a name it cannot hold): a 422 in
-    MemClaw's envelope with the backend's reason, never a 500 or a partial write."""
-
-
 def segment(value: str, reserved: str) -> str:
     """`value` as one segment of a backend's path or namespace: each character the backend
     reads as structure (`reserved`, e.g. `.` for LangGraph, `/` for CrewAI) and the escape

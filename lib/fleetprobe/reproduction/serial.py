@@ -244,13 +244,6 @@ class LocalRuns:
         self.servers.close()
 
 
-def _complete(run_dir: Path) -> bool:
-    try:
-        return bool(json.loads((run_dir / "manifest.json").read_text()).get("complete"))
-    except (OSError, ValueError):
-        return False
-
-
 def run_plan(directory: Path, plan: Plan, fast: bool, jobs: int,
              early: EarlyNotebooks | None = None, executor: Executor | None = None) -> bool:
     """Run every run of the plan that this reproduction lacks; True when all are complete."""

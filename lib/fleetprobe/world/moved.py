@@ -59,10 +59,6 @@ def add_moved_probes(plan: World, seed: int,
     return probes
 
 
-def movers(plan: World) -> list[PrincipalSpec]:
-    return [p for p in plan.principals.values() if p.moved_from is not None]
-
-
 def first_home(a: PrincipalSpec) -> str | None:
     """Where the agent is registered: a mover in the fleet it will leave."""
     return a.moved_from or a.home
