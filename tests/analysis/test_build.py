@@ -15,7 +15,7 @@ import pytest
 
 from fleetprobe.analysis import report, sections
 from fleetprobe.analysis.base import db
-from fleetprobe.analysis.build import runner, stamp, store, writer
+from fleetprobe.analysis.build import inputs, runner, stamp, store, writer
 
 
 def made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -86,6 +86,15 @@ def test_a_build_of_kept_sections_imports_no_drawing_library(traces, cache, tmp_
                             env=os.environ, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_every_data_file_of_the_analysis_is_in_every_sections_key():
+    """A catalogue, rule file or SQL beside the sections is read by them: a change to one must
+    make every section again (the promises catalogue was once left out of a hand list)."""
+    hashed = set(inputs.shared_files())
+    data = {f for f in inputs.ANALYSIS.iterdir() if f.is_file() and f.suffix != ".py"}
+    assert data and data <= hashed
+    assert inputs.ANALYSIS / "backend_promises_catalogue.yaml" in hashed
 
 
 def test_the_writer_rewrites_only_what_differs_and_drops_stale_figures(tmp_path):

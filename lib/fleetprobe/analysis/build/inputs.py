@@ -29,10 +29,11 @@ PACKAGE = "fleetprobe.analysis.sections"
 LIBRARIES = ("duckdb", "pandas", "numpy", "matplotlib", "seaborn", "scipy", "tabulate",
              "pillow", "nbformat", "papermill", "ipykernel")
 RUN_FILES = ("manifest.json", *trace.EVENTS_FILES)
-# what every section reads besides its own module: the base layer and its data files, and the
-# loader the database is made with
-SHARED_CODE = ("base", "metrics.sql", "paper_values.yaml", "matrix_catalogue.yaml",
-               "backends_catalogue.yaml", "limitations.yaml")
+# what every section reads besides its own module: the base layer, every data file beside it
+# (`shared_code` globs them: a hand list once left out the promises catalogue, and a changed
+# rule kept the old verdict table), and the loader the database is made with
+SHARED_CODE = ("base",)
+DATA_FILES = ("*.sql", "*.yaml")
 
 
 def digest(*parts: bytes | str) -> str:
@@ -78,10 +79,17 @@ def _version(name: str) -> str:
         return "absent"
 
 
+def shared_files() -> list[Path]:
+    """What every section's key hashes besides its own module: the base layer, the analysis's
+    data files and the trace loader."""
+    data = sorted(f for pattern in DATA_FILES for f in ANALYSIS.glob(pattern))
+    loader = [Path(trace.__file__), Path(labels.__file__), trace.EVENTS_MD]
+    return [*(ANALYSIS / p for p in SHARED_CODE), *data, *loader]
+
+
 @cache
 def shared_code() -> str:
-    loader = [Path(trace.__file__), Path(labels.__file__), trace.EVENTS_MD]
-    return tree_digest([*(ANALYSIS / p for p in SHARED_CODE), *loader], ANALYSIS.parent)
+    return tree_digest(shared_files(), ANALYSIS.parent)
 
 
 def module_code(module: str) -> str:
